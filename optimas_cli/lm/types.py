@@ -1,0 +1,29 @@
+"""The request and response shapes every component and provider of the LM layer share."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LMRequest:
+    """One chat completion request. Fields left None take the run's LM defaults."""
+
+    messages: list[dict]
+    model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    n: int = 1
+    stop: list[str] | None = None
+    seed: int | None = None
+    sample_index: int = 0  # tells repeated samples at temperature > 0 apart (and in the cache)
+    adapter: str | None = None  # LoRA adapter folder on a local model (weights-kind components)
+
+
+@dataclass
+class LMResponse:
+    texts: list[str]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+    cost: float = 0.0
+    extra: dict = field(default_factory=dict)

@@ -1,0 +1,98 @@
+"""A component of a compound system: declared fields, one configuration kind, a batched forward."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from optimas_cli.system.context import RunContext
+
+
+class ConfigKind(str, Enum):
+    """What an optimizer may change on a component (paper Section 3)."""
+
+    PROMPT = "prompt"  # instruction text
+    CHOICE = "choice"  # one value of a finite set: a model, retriever k, aggregator weights
+    WEIGHTS = "weights"  # a trainable local model: the path of a LoRA adapter (None = base model)
+    NONE = "none"  # nothing to optimize (e.g. a code executor)
+
+
+# A per-instance choice is configured by a routing policy instead of a single value:
+# {"route": "heuristic"} uses the component's naive local metric, {"route": "lrf"} picks, for
+# each input, the value whose output the component's local reward function scores highest.
+HEURISTIC_ROUTE = {"route": "heuristic"}
+LRF_ROUTE = {"route": "lrf"}
+
+
+def route_of(value: Any) -> str | None:
+    return value.get("route") if isinstance(value, dict) else None
+
+
+@dataclass(eq=False)
+class Component:
+    """One node C_k of the DAG. Subclasses implement `forward`; optimizers only set its configuration."""
+
+    name: str
+    description: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    kind: ConfigKind = ConfigKind.NONE
+    default: Any = None  # the initial configuration value v_k^0
+    choices: tuple = ()  # CHOICE: the finite set of values
+    per_instance: bool = False  # CHOICE: picked per input by a routing policy rather than once globally
+    when: Callable[[dict], bool] | None = field(default=None, repr=False)  # run only where this holds
+
+    def __post_init__(self) -> None:
+        self.inputs, self.outputs = tuple(self.inputs), tuple(self.outputs)
+        self.kind = ConfigKind(self.kind)
+        if self.kind is ConfigKind.CHOICE and not self.choices:
+            raise ValueError(f"component {self.name!r}: a choice component needs a non-empty `choices`")
+
+    # -- to implement ---------------------------------------------------------------------------
+    def forward(self, inputs: list[dict], value: Any, ctx: RunContext) -> list[dict]:
+        """Map a batch of input dicts (the declared input fields) to a batch of output dicts."""
+        raise NotImplementedError
+
+    def heuristic_score(self, inputs: dict, outputs: dict) -> float:
+        """The naive local metric of a per-instance choice (keyword overlap, a leaderboard, brevity)."""
+        raise NotImplementedError(f"component {self.name!r} declares no heuristic local metric")
+
+    # -- used by the system ---------------------------------------------------------------------
+    @property
+    def stochastic(self) -> bool:
+        """Whether repeated runs can differ (so Monte Carlo repeats are worth paying for)."""
+        return self.kind in (ConfigKind.PROMPT, ConfigKind.WEIGHTS)
+
+    def candidate_values(self) -> list[Any]:
+        """The values a choice optimizer or a preference collector enumerates."""
+        return list(self.choices)
+
+    def execute(self, inputs: list[dict], value: Any, ctx: RunContext) -> list[dict]:
+        """Run the component, resolving a per-instance routing policy into one value per input."""
+        route = route_of(value)
+        if route is None:
+            outputs = self.forward(inputs, value, ctx)
+        else:
+            outputs = self._route(inputs, route, ctx)
+        if len(outputs) != len(inputs):
+            raise RuntimeError(f"component {self.name!r} returned {len(outputs)} outputs for {len(inputs)} inputs")
+        for out in outputs:
+            missing = [f for f in self.outputs if f not in out]
+            if missing:
+                raise RuntimeError(f"component {self.name!r} did not produce declared output(s) {missing}")
+        return [{f: out[f] for f in self.outputs} for out in outputs]
+
+    def _route(self, inputs: list[dict], route: str, ctx: RunContext) -> list[dict]:
+        per_value = [self.forward(inputs, v, ctx) for v in self.candidate_values()]
+        if route == "heuristic":
+            scores = [[self.heuristic_score(x, outs[i]) for i, x in enumerate(inputs)] for outs in per_value]
+        elif route == "lrf":
+            if ctx.lrf is None:
+                raise RuntimeError(f"component {self.name!r} routes by its local reward, but no LRF is loaded")
+            scores = [ctx.lrf.score(self.name, inputs, outs) for outs in per_value]
+        else:
+            raise ValueError(f"component {self.name!r}: unknown routing policy {route!r}")
+        best = [max(range(len(per_value)), key=lambda j: scores[j][i]) for i in range(len(inputs))]
+        return [per_value[j][i] for i, j in enumerate(best)]

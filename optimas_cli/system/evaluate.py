@@ -1,0 +1,37 @@
+"""Scoring a configuration: the global reward of every example, and repeated evaluation (mean, std)."""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from optimas_cli.system.compound import Trajectory
+from optimas_cli.system.configuration import SystemConfig
+from optimas_cli.system.context import RunContext
+from optimas_cli.system.pipeline import Pipeline
+
+
+def rewards(pipeline: Pipeline, trajectories: Sequence[Trajectory]) -> list[float]:
+    """R(x, f(x; v)) for each trajectory."""
+    outs = pipeline.system.outputs
+    return [pipeline.metric(t.example, t.final(outs)) for t in trajectories]
+
+
+def summarize(scores: Sequence[float], n: int) -> dict:
+    """The shape results.json uses for a split: mean and std over repeats, per-repeat scores, n."""
+    return {
+        "mean": statistics.fmean(scores) if scores else 0.0,
+        "std": statistics.pstdev(scores) if len(scores) > 1 else 0.0,
+        "scores": list(scores),
+        "n": n,
+    }
+
+
+def evaluate(
+    pipeline: Pipeline, config: SystemConfig, examples: Sequence[dict], ctx: RunContext, repeats: int = 1
+) -> dict:
+    """Run the system `repeats` times (distinct LM samples each time) and summarize the mean reward."""
+    per_repeat = []
+    for r in range(repeats):
+        trajs = pipeline.system.run(examples, config, ctx.replace(sample_index=ctx.sample_index + r))
+        per_repeat.append(statistics.fmean(rewards(pipeline, trajs)) if trajs else 0.0)
+    return summarize(per_repeat, len(examples))

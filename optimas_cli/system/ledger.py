@@ -1,0 +1,49 @@
+"""RunLedger: component executions converted to equivalent full-system runs, plus wall time, per phase."""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+
+
+class RunLedger:
+    """Counts (component, input) executions. A partial run of m of K components counts m/K runs."""
+
+    def __init__(self, num_components: int):
+        if num_components < 1:
+            raise ValueError("a system has at least one component")
+        self.num_components = num_components
+        self.executions: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.seconds: dict[str, float] = defaultdict(float)
+        self._started = time.perf_counter()
+
+    def record(self, component: str, n_inputs: int, phase: str) -> None:
+        self.executions[phase][component] += n_inputs
+
+    @contextmanager
+    def timed(self, phase: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] += time.perf_counter() - start
+
+    def equivalent_runs(self, phase: str | None = None) -> float:
+        phases = [phase] if phase is not None else list(self.executions)
+        total = sum(sum(self.executions[p].values()) for p in phases if p in self.executions)
+        return total / self.num_components
+
+    def to_dict(self) -> dict:
+        phases = sorted(set(self.executions) | set(self.seconds))
+        return {
+            "runs": round(self.equivalent_runs(), 4),
+            "seconds": round(time.perf_counter() - self._started, 3),
+            "by_phase": {
+                p: {
+                    "runs": round(self.equivalent_runs(p), 4),
+                    "component_executions": dict(self.executions.get(p, {})),
+                    "seconds": round(self.seconds.get(p, 0.0), 3),
+                }
+                for p in phases
+            },
+        }

@@ -1,0 +1,47 @@
+"""A pipeline: a compound system together with its data splits, global reward and single-LLM task."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from optimas_cli.system.compound import CompoundSystem
+
+
+@dataclass
+class Metric:
+    """The global reward R(example, final_output) -> float, with a name for tables."""
+
+    name: str
+    fn: Callable[[dict, dict], float]
+
+    def __call__(self, example: dict, output: dict) -> float:
+        return float(self.fn(example, output))
+
+
+@dataclass
+class Splits:
+    train: list[dict]
+    val: list[dict]
+    test: list[dict]
+
+    def sizes(self) -> dict[str, int]:
+        return {"train": len(self.train), "val": len(self.val), "test": len(self.test)}
+
+
+@dataclass
+class SingleLLMTask:
+    """The 'Single LLM' baseline: one LM call on the raw task, its answer parsed into final outputs."""
+
+    prompt: Callable[[dict], list[dict]]  # example -> chat messages
+    parse: Callable[[str], dict]  # completion -> final output fields
+    max_tokens: int = 256
+
+
+@dataclass
+class Pipeline:
+    name: str
+    system: CompoundSystem
+    splits: Splits
+    metric: Metric
+    single_llm: SingleLLMTask | None = None
+    info: dict = field(default_factory=dict)  # loader facts worth reporting (e.g. tasks skipped)
