@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from optimas_cli.system.context import RunContext
 
 
-class ConfigKind(str, Enum):
+class ConfigKind(StrEnum):
     """What an optimizer may change on a component (paper Section 3)."""
 
     PROMPT = "prompt"  # instruction text

@@ -1,0 +1,61 @@
+"""The Hydra application behind `optimas run|collect|train-lrf|eval` (single runs and -m sweeps)."""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+
+from optimas_cli.conf import CONF_DIR
+from optimas_cli.errors import UserError
+from optimas_cli.flows.folder import RunFolder
+
+log = logging.getLogger("optimas")
+console = Console(highlight=False, soft_wrap=True)
+
+
+def _flow(task: str):
+    if task == "run":
+        from optimas_cli.flows.run import run
+
+        return run
+    raise UserError(f"unknown task {task!r}", "use one of: optimas run | collect | train-lrf | eval")
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> float | None:
+    folder = RunFolder(HydraConfig.get().runtime.output_dir)
+    OmegaConf.save(cfg, folder.file("config.yaml"), resolve=True)
+    try:
+        results = _flow(cfg.task)(cfg, folder, console)
+    except UserError as err:
+        log.error("%s", err)
+        console.print(f"[red]optimas: {err}[/]")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted; continue with: optimas {cfg.task} ... resume={folder}[/]")
+        sys.exit(130)
+    where = _shown(folder.file("results.json"))
+    test = results.get("test")
+    if test:
+        line = (
+            f"test {results['metric']} = {test['mean']:.4f} ± {test['std']:.4f} "
+            f"(n={test['n']}, {len(test['scores'])} repeat(s)) · results: {where}"
+        )
+    else:
+        line = f"done · results: {where}"
+    log.info(line)
+    console.print(line)
+    return test["mean"] if test else None
+
+
+def _shown(path: Path) -> str:
+    """Paths under the working directory are shown relative to it: shorter, and still copy-pastable."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,123 @@
+"""`optimas`: the command line. Subcommands dispatch onto the Hydra app after checking the overrides."""
+from __future__ import annotations
+
+import sys
+
+from optimas_cli.conf import CONF_DIR, GROUPS, options
+from optimas_cli.errors import UserError
+
+HYDRA_TASKS = {"run": "run", "collect": "collect", "train-lrf": "train-lrf", "eval": "eval"}
+
+HELP = """\
+optimas — optimize compound AI systems with globally aligned local reward functions.
+
+usage:
+  optimas run [-m] [key=value ...]    optimize a pipeline and evaluate it (-m: a sweep over comma lists)
+  optimas collect [key=value ...]     collect preference pairs for every component (resumable)
+  optimas train-lrf [key=value ...]   train the local reward functions and report their alignment
+  optimas eval [key=value ...]        evaluate a configuration (e.g. config_file=<run>/best_config.json)
+  optimas report <run folders>        Table 2/3/4-style reports from finished runs
+  optimas list                        pipelines, methods, LM backends, LRF backbones, budgets
+
+examples:
+  optimas run pipeline=toy_retriever method=unoptimized
+  optimas run pipeline=hotpotqa lm=openai budget=paper
+  optimas run -m pipeline=pubmedqa,amazon method=unoptimized,single_llm
+
+Hydra's own flags work too (e.g. `optimas run --cfg job` prints the composed config).
+"""
+
+
+def fail(err: UserError) -> int:
+    print(f"optimas: {err}", file=sys.stderr)
+    return 2
+
+
+def list_groups() -> int:
+    for group in GROUPS:
+        names = options(group)
+        if names:
+            print(f"{group + 's':<12} {', '.join(names)}")
+    return 0
+
+
+def check_overrides(overrides: list[str]) -> None:
+    """Catch unknown group options and malformed overrides before Hydra prints a stack trace."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    args = [a for a in overrides if not a.startswith("-")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(args)
+    except HydraException as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise UserError(f"cannot parse the overrides ({first})", "write them as key=value, e.g. pipeline=hotpotqa") from None
+    for o in parsed:
+        group = o.key_or_group.lstrip("+~")
+        if group not in GROUPS:
+            continue
+        values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
+        known = options(group)
+        for v in values:
+            if str(v) not in known:
+                raise UserError(
+                    f"unknown {group} {str(v)!r}; available {group}s: {', '.join(known)}",
+                    f"pass one of them, e.g. {group}={known[0] if known else '...'}",
+                )
+    _compose_first(parsed)
+
+
+def _compose_first(parsed) -> None:
+    """Compose the config with each sweep's first value, so an unknown key fails here, readably."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    single = []
+    for o in parsed:
+        if o.key_or_group.startswith(("hydra", "+hydra", "~hydra")):
+            continue
+        if o.is_sweep_override():
+            first = next(iter(o.sweep_string_iterator()))
+            single.append(f"{o.get_key_element()}={first}")
+        else:
+            single.append(o.input_line)
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            compose(config_name="config", overrides=single)
+    except (HydraException, OmegaConfBaseException) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise UserError(f"bad override: {first}", "run `optimas list` and `optimas run --cfg job` to see valid keys") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(HELP)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command == "list":
+        return list_groups()
+    if command == "report":
+        from optimas_cli.report.cli import report_main
+
+        return report_main(rest)
+    if command not in HYDRA_TASKS:
+        return fail(UserError(f"unknown command {command!r}", "run `optimas --help` to see the commands"))
+    try:
+        check_overrides(rest)
+    except UserError as err:
+        return fail(err)
+    extra = [f"task={HYDRA_TASKS[command]}"]
+    resume = next((a.split("=", 1)[1] for a in rest if a.startswith("resume=")), None)
+    if resume:  # continue inside the earlier run folder
+        extra.append(f"hydra.run.dir={resume}")
+    from optimas_cli.app import main as hydra_main
+
+    sys.argv = ["optimas", *rest, *extra]
+    hydra_main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

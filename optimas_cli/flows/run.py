@@ -1,0 +1,71 @@
+"""`optimas run`: build the pipeline, optimize it with the chosen method, evaluate, write results.json."""
+from __future__ import annotations
+
+import logging
+
+from omegaconf import DictConfig
+from rich.console import Console
+
+from optimas_cli.flows.folder import RunFolder
+from optimas_cli.flows.setup import (
+    budget_splits,
+    build_context,
+    build_method,
+    build_pipeline,
+    resolved,
+    seed_everything,
+)
+
+log = logging.getLogger("optimas")
+
+
+def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
+    seed_everything(int(cfg.seed))
+    pipeline = build_pipeline(cfg)
+    splits = budget_splits(pipeline, cfg.budget)
+    ctx = build_context(cfg, pipeline)
+    method = build_method(cfg)
+    log.info("pipeline=%s method=%s splits=%s", pipeline.name, method.name, splits.sizes())
+    console.print(f"[bold]{pipeline.name}[/] · method [bold]{method.name}[/] · splits {splits.sizes()}")
+
+    with ctx.ledger.timed("optimize"):
+        outcome = method.optimize(pipeline, splits, ctx.replace(phase="optimize"), folder)
+    outcome.config.save(folder.file("best_config.json"))
+
+    with ctx.ledger.timed("validation"):
+        validation = method.evaluate(pipeline, outcome, splits.val, ctx.replace(phase="final_validation"), 1)
+    with ctx.ledger.timed("test"):
+        test = method.evaluate(pipeline, outcome, splits.test, ctx.replace(phase="test"), int(cfg.repeats))
+
+    results = {
+        "pipeline": pipeline.name,
+        "method": method.name,
+        "metric": pipeline.metric.name,
+        "test": test,
+        "validation": validation,
+        "ledger": ledger_summary(ctx),
+        "best_config": outcome.config.to_dict(),
+        "history": outcome.history,
+        "splits": splits.sizes(),
+        "pipeline_info": pipeline.info,
+        **outcome.extras,
+        "config": resolved(cfg),
+    }
+    folder.write_json("results.json", results)
+    return results
+
+
+def ledger_summary(ctx) -> dict:
+    """System runs (equivalent full runs per phase) and LM usage side by side."""
+    system = ctx.ledger.to_dict()
+    lm = ctx.lm.usage() if hasattr(ctx.lm, "usage") else {}
+    totals = lm.get("total", {}) if lm else {}
+    return {
+        "runs": system["runs"],
+        "calls": totals.get("calls", 0),
+        "tokens": totals.get("tokens", 0),
+        "cost": totals.get("cost", 0.0),
+        "seconds": system["seconds"],
+        "by_phase": system["by_phase"],
+        "lm": lm,
+    }

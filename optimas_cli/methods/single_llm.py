@@ -1,0 +1,29 @@
+"""Baseline: one LM call on the raw task, no pipeline (the paper's "Single LLM" row)."""
+from __future__ import annotations
+
+import statistics
+
+from optimas_cli.errors import UserError
+from optimas_cli.methods.base import Method, MethodOutcome
+from optimas_cli.system.evaluate import summarize
+
+
+class SingleLLM(Method):
+    def __init__(self, name: str = "single_llm"):
+        self.name = name
+
+    def optimize(self, pipeline, splits, ctx, run_dir) -> MethodOutcome:
+        if pipeline.single_llm is None:
+            raise UserError(f"pipeline {pipeline.name!r} defines no single-LLM task", "choose another method")
+        return MethodOutcome(config=pipeline.system.default_config())
+
+    def evaluate(self, pipeline, outcome, examples, ctx, repeats):
+        task = pipeline.single_llm
+        per_repeat = []
+        for r in range(repeats):
+            rctx = ctx.replace(sample_index=ctx.sample_index + r)
+            texts = rctx.complete("single_llm", [task.prompt(ex) for ex in examples], max_tokens=task.max_tokens)
+            scores = [pipeline.metric(ex, task.parse(text)) for ex, text in zip(examples, texts, strict=True)]
+            ctx.ledger.record("single_llm", len(examples) * len(pipeline.system), ctx.phase)  # one call ~ one run
+            per_repeat.append(statistics.fmean(scores) if scores else 0.0)
+        return summarize(per_repeat, len(examples))

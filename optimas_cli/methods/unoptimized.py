@@ -1,0 +1,12 @@
+"""Baseline: the pipeline exactly as declared (every component at its initial configuration)."""
+from __future__ import annotations
+
+from optimas_cli.methods.base import Method, MethodOutcome
+
+
+class Unoptimized(Method):
+    def __init__(self, name: str = "unoptimized"):
+        self.name = name
+
+    def optimize(self, pipeline, splits, ctx, run_dir) -> MethodOutcome:
+        return MethodOutcome(config=pipeline.system.default_config())

@@ -1,0 +1,61 @@
+"""The command line: the toy runs end to end, writes results.json, and bad input exits 2 in one line."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def optimas(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run(
+        [sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize(
+    "pipeline, score", [("toy_retriever", 0.2625), ("toy_model_selector", 0.3333), ("toy_hint", 0.42)]
+)
+def test_unoptimized_toy_run_writes_results(tmp_path, pipeline, score):
+    out = tmp_path / "run"
+    proc = optimas("run", f"pipeline={pipeline}", "method=unoptimized", f"hydra.run.dir={out}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert f"= {score:.4f}" in last and "results.json" in last
+    results = json.loads((out / "results.json").read_text())
+    for key in ("pipeline", "method", "metric", "test", "validation", "ledger", "config"):
+        assert key in results
+    assert results["test"]["mean"] == pytest.approx(score, abs=1e-4)
+    assert set(results["test"]) >= {"mean", "std", "scores", "n"}
+    assert set(results["ledger"]) >= {"runs", "calls", "tokens", "seconds"}
+    assert results["config"]["pipeline"]["_target_"].startswith("pipelines.toys")
+    assert (out / "config.yaml").exists() and (out / "optimas.log").exists()
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["run", "pipeline=nope"], "unknown pipeline 'nope'; available pipelines:"),
+        (["run", "method=nope"], "unknown method 'nope'"),
+        (["run", "no_such_key=1"], "bad override"),
+        (["run", "pipeline=toy_hint=="], "cannot parse"),
+        (["frobnicate"], "unknown command"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, expected):
+    proc = optimas(*args, cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], proc.stderr
+
+
+def test_list_shows_every_group(tmp_path):
+    proc = optimas("list", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert "toy_retriever" in proc.stdout and "unoptimized" in proc.stdout and "smoke" in proc.stdout
