@@ -13,7 +13,7 @@ from optimas_cli.system.pipeline import Pipeline
 def rewards(pipeline: Pipeline, trajectories: Sequence[Trajectory]) -> list[float]:
     """R(x, f(x; v)) for each trajectory."""
     outs = pipeline.system.outputs
-    return [pipeline.metric(t.example, t.final(outs)) for t in trajectories]
+    return pipeline.metric.many([t.example for t in trajectories], [t.final(outs) for t in trajectories])
 
 
 def summarize(scores: Sequence[float], n: int) -> dict:

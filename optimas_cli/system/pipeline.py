@@ -1,7 +1,7 @@
 """A pipeline: a compound system together with its data splits, global reward and single-LLM task."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from optimas_cli.system.compound import CompoundSystem
@@ -9,13 +9,25 @@ from optimas_cli.system.compound import CompoundSystem
 
 @dataclass
 class Metric:
-    """The global reward R(example, final_output) -> float, with a name for tables."""
+    """The global reward R(example, final_output) -> float, with a name for tables.
+
+    `batch_fn`, when given, scores many (example, output) pairs at once — e.g. running unit tests
+    in parallel sandboxes — and must agree with `fn` pair by pair.
+    """
 
     name: str
     fn: Callable[[dict, dict], float]
+    batch_fn: Callable[[Sequence[dict], Sequence[dict]], list[float]] | None = None
 
     def __call__(self, example: dict, output: dict) -> float:
         return float(self.fn(example, output))
+
+    def many(self, examples: Sequence[dict], outputs: Sequence[dict]) -> list[float]:
+        if len(examples) != len(outputs):
+            raise ValueError(f"metric {self.name!r}: {len(examples)} examples but {len(outputs)} outputs")
+        if self.batch_fn is None:
+            return [self(ex, out) for ex, out in zip(examples, outputs, strict=True)]
+        return [float(score) for score in self.batch_fn(list(examples), list(outputs))]
 
 
 @dataclass
