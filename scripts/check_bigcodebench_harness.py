@@ -1,0 +1,90 @@
+"""Check the BigCodeBench harness with the reference solutions: they should (nearly) all pass.
+
+Runs every runnable task's canonical solution (code_prompt + canonical_solution) against its
+unit tests in the sandbox, in parallel, and prints the pass rate, the tasks skipped for missing
+libraries, and the failures grouped by reason (exception type or sandbox status).
+
+    python scripts/check_bigcodebench_harness.py                       # all 1,140 tasks
+    python scripts/check_bigcodebench_harness.py --limit 50 --json-out outputs/bcb_check.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from optimas_cli.sandbox import SandboxLimits  # noqa: E402
+from pipelines.bigcodebench.data import load_tasks, missing_libs  # noqa: E402
+from pipelines.bigcodebench.execution import SuiteOutcome, run_suites  # noqa: E402
+
+_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit|Interrupt|Warning))\b", re.MULTILINE)
+
+
+def reason(outcome: SuiteOutcome) -> str:
+    """A short grouping key: the sandbox status, plus the exception type that ended the first failure."""
+    if outcome.status in ("timeout", "memory", "killed"):
+        return outcome.status
+    text = outcome.failures[0]["trace"] if outcome.failures else outcome.error
+    found = _EXCEPTION.findall(text or "")
+    return f"{outcome.status}: {found[-1] if found else 'no exception named'}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data-dir", default=None, help="folder holding bigcodebench/ (default: $OPTIMAS_DATA_DIR)")
+    ap.add_argument("--workers", type=int, default=None, help="parallel sandboxes (default: one per core)")
+    ap.add_argument("--timeout", type=float, default=120.0, help="wall seconds per task")
+    ap.add_argument("--memory-mb", type=int, default=4096)
+    ap.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    ap.add_argument("--json-out", default=None, help="write per-task outcomes here")
+    args = ap.parse_args(argv)
+
+    tasks = load_tasks(args.data_dir)[: args.limit]
+    skipped = {t["task_id"]: missing_libs(t["libs"]) for t in tasks}
+    skipped = {k: v for k, v in skipped.items() if v}
+    runnable = [t for t in tasks if t["task_id"] not in skipped]
+    limits = SandboxLimits(wall_seconds=args.timeout, memory_mb=args.memory_mb, output_bytes=65536)
+    print(f"{len(tasks)} tasks: {len(runnable)} runnable, {len(skipped)} skipped for missing libraries", flush=True)
+
+    start = time.monotonic()
+    outcomes: list[SuiteOutcome] = []
+    chunk = 50  # report progress as chunks finish; each chunk still runs in parallel
+    for i in range(0, len(runnable), chunk):
+        part = runnable[i: i + chunk]
+        outcomes += run_suites([(t["code_prompt"] + t["canonical_solution"], t["test"]) for t in part],
+                               limits, args.workers)
+        done = sum(o.passed for o in outcomes)
+        print(f"  {len(outcomes)}/{len(runnable)} run, {done} passed, {time.monotonic() - start:.0f} s", flush=True)
+
+    passed = sum(o.passed for o in outcomes)
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for task, outcome in zip(runnable, outcomes, strict=True):
+        if not outcome.passed:
+            by_reason[reason(outcome)].append(task["task_id"])
+    rate = passed / len(runnable) if runnable else 0.0
+    print(f"\nreference pass rate: {passed}/{len(runnable)} = {rate:.1%} of runnable tasks "
+          f"({time.monotonic() - start:.0f} s, {args.timeout:.0f} s limit per task)")
+    libs = Counter(lib for absent in skipped.values() for lib in absent)
+    print(f"skipped for missing libraries: {len(skipped)} {dict(libs.most_common())}")
+    print("failures by reason:")
+    for key, ids in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        print(f"  {len(ids):4d}  {key}: {', '.join(i.split('/')[-1] for i in ids[:25])}{' ...' if len(ids) > 25 else ''}")
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps({
+            "pass_rate": rate, "passed": passed, "runnable": len(runnable), "skipped": skipped,
+            "outcomes": {t["task_id"]: {"status": o.status, "reason": reason(o), "tests_run": o.tests_run,
+                                        "failures": o.failures, "error": o.error, "duration": o.duration}
+                         for t, o in zip(runnable, outcomes, strict=True)},
+        }, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

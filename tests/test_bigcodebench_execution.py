@@ -1,0 +1,78 @@
+"""The unit-test harness: what passes, what fails, what the executor reports, and the outcome cache."""
+from __future__ import annotations
+
+import pytest
+
+from optimas_cli.sandbox import SandboxLimits
+from pipelines.bigcodebench import execution
+from pipelines.bigcodebench.execution import OutcomeCache, SuiteOutcome, describe, run_suites
+from pipelines.bigcodebench.metric import pass_rate_metric
+
+LIMITS = SandboxLimits(wall_seconds=20, memory_mb=1024, output_bytes=65536)
+CODE = "def task_func(a, b):\n    return a + b\n"
+TESTS = (
+    "import os, unittest\n"
+    "class TestCases(unittest.TestCase):\n"
+    "    def test_sum(self):\n        self.assertEqual(task_func(2, 3), 5)\n"
+    "    def test_empty_cwd(self):\n        self.assertEqual(os.listdir('.'), [])\n"
+)
+
+
+def test_harness_verdicts_for_good_wrong_broken_slow_and_cheating_code():
+    pairs = [
+        (CODE, TESTS),
+        ("def task_func(a, b):\n    return a - b\n", TESTS),
+        ("def task_func(a, b:\n", TESTS),
+        ("import time\ndef task_func(a, b):\n    time.sleep(60)\n", TESTS),
+        ("import os\nos._exit(0)\n", TESTS),  # ends the run before any test could fail
+    ]
+    limits = SandboxLimits(wall_seconds=6, memory_mb=1024, output_bytes=65536)
+    good, wrong, broken, slow, cheat = run_suites(pairs, limits, workers=2)
+    assert good.passed and good.tests_run == 2, good
+    assert wrong.status == "failed" and wrong.failed == 1 and wrong.failures[0]["test"] == "test_sum"
+    assert broken.status == "error" and "SyntaxError" in broken.error
+    assert slow.status == "timeout"
+    assert cheat.status == "failed" and not cheat.passed
+
+
+def test_executor_report_quotes_the_failing_assertion():
+    outcome = run_suites([("def task_func(a, b):\n    return a - b\n", TESTS)], LIMITS)[0]
+    report = describe(outcome)
+    assert "1 problem(s) in 2 test(s)" in report
+    assert "test_sum" in report and "self.assertEqual(task_func(2, 3), 5)" in report and "AssertionError" in report
+
+
+def test_reports_for_other_outcomes():
+    assert describe(SuiteOutcome("timeout")).startswith("Execution timed out")
+    assert describe(SuiteOutcome("passed", tests_run=0)).endswith("contain no test case.")
+    assert describe(SuiteOutcome("error", error="NameError: x")).endswith("NameError: x")
+    assert len(describe(SuiteOutcome("error", error="x" * 5000), max_chars=300)) <= 300
+
+
+def test_pass_rate_metric_scores_in_batch_and_does_not_rerun_cached_code(monkeypatch):
+    metric = pass_rate_metric(LIMITS, workers=2)
+    examples = [{"test": TESTS}, {"test": TESTS}, {"test": TESTS}]
+    outputs = [{"code": CODE}, {"code": "def task_func(a, b):\n    return 0\n"}, {"code": None}]
+    assert metric.many(examples, outputs) == [1.0, 0.0, 0.0]
+
+    def no_more_runs(*_args, **_kw):
+        raise AssertionError("a cached outcome was run again")
+
+    monkeypatch.setattr(execution, "run_many", no_more_runs)
+    assert metric(examples[0], outputs[0]) == 1.0
+
+
+def test_cache_keeps_definite_outcomes_only_and_stays_bounded():
+    cache = OutcomeCache(max_entries=2)
+    cache.put("t", SuiteOutcome("timeout"))
+    assert cache.get("t") is None
+    for key in "abc":
+        cache.put(key, SuiteOutcome("passed"))
+    assert cache.get("a") is None and cache.get("c") is not None
+
+
+@pytest.mark.parametrize("bad", [[{"code": CODE}], []])
+def test_metric_many_rejects_mismatched_lengths(bad):
+    metric = pass_rate_metric(LIMITS)
+    with pytest.raises(ValueError):
+        metric.many([{"test": TESTS}, {"test": TESTS}], bad)
