@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from optimas_cli.sandbox import SandboxLimits  # noqa: E402
+from optimas_cli.sandbox import SandboxLimits, probe_isolation  # noqa: E402
 from pipelines.bigcodebench.data import load_tasks, missing_libs  # noqa: E402
 from pipelines.bigcodebench.execution import SuiteOutcome, run_suites  # noqa: E402
 
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     runnable = [t for t in tasks if t["task_id"] not in skipped]
     limits = SandboxLimits(wall_seconds=args.timeout, memory_mb=args.memory_mb, output_bytes=65536)
     print(f"{len(tasks)} tasks: {len(runnable)} runnable, {len(skipped)} skipped for missing libraries", flush=True)
+    print(f"sandbox isolation: {probe_isolation()}", flush=True)
 
     start = time.monotonic()
     outcomes: list[SuiteOutcome] = []

@@ -16,6 +16,7 @@ from optimas_cli.sandbox import (
     TIMEOUT,
     SandboxJob,
     SandboxLimits,
+    probe_isolation,
     run_many,
     run_python,
 )
@@ -25,6 +26,14 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="th
 
 FAST = SandboxLimits(wall_seconds=4, memory_mb=768, max_processes=24)
 AS_ROOT = os.geteuid() == 0
+
+
+def needs(*layers: str):
+    """Skip a test whose hostile program would harm the host without these isolation layers."""
+    iso = probe_isolation()
+    missing = [layer for layer in layers if not iso.get(layer)]
+    if missing:
+        pytest.skip(f"sandbox isolation {missing} unavailable here: {iso.get('notes')}")
 
 
 def run(source: str, limits: SandboxLimits = FAST, **kw):
@@ -67,6 +76,7 @@ def test_cpu_limit_stops_a_program_that_ignores_sigxcpu():
 
 
 def test_fork_bomb_is_contained_and_every_process_killed():
+    needs("user")  # without a fresh uid, RLIMIT_NPROC would count (and starve) the runner's user
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     result = run(bomb, SandboxLimits(wall_seconds=2, max_processes=16))
     assert result.status == TIMEOUT
@@ -74,6 +84,7 @@ def test_fork_bomb_is_contained_and_every_process_killed():
 
 
 def test_processes_that_escape_their_group_die_with_the_run():
+    needs("pid")  # without a PID namespace a setsid'd process outlives its group
     source = (
         "import os, time\n"
         "for _ in range(3):\n"
@@ -93,6 +104,7 @@ def test_huge_allocation_hits_the_memory_limit():
 
 
 def test_writing_outside_its_directory_is_refused(tmp_path):
+    needs("user")  # as the runner's own user the program may write where that user may
     target = tmp_path / "owned_by_the_test" / "pwned.txt"
     target.parent.mkdir()
     result = run(f"open({str(target)!r}, 'w').write('x')")
@@ -102,7 +114,7 @@ def test_writing_outside_its_directory_is_refused(tmp_path):
 
 
 @pytest.mark.skipif(not AS_ROOT, reason="needs root to drop to a fresh uid")
-def test_root_runs_drop_to_an_unprivileged_user_that_cannot_touch_root_files(tmp_path):
+def test_root_runs_drop_to_an_unprivileged_user_that_cannot_touch_root_files():
     result = run("import os\nprint(os.getuid())\nopen('/etc/optimas-sandbox-probe', 'w')")
     assert result.isolation["user"] is True
     assert result.stdout.split()[0] == str(result.isolation["uid"]) != "0"
@@ -111,6 +123,7 @@ def test_root_runs_drop_to_an_unprivileged_user_that_cannot_touch_root_files(tmp
 
 
 def test_socket_to_a_host_service_fails_when_the_network_is_isolated():
+    needs("network")
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
@@ -122,13 +135,13 @@ def test_socket_to_a_host_service_fails_when_the_network_is_isolated():
         )
     finally:
         server.close()
-    if not result.isolation.get("network"):
-        pytest.skip(f"no network namespace on this platform: {result.isolation.get('notes')}")
+    assert result.isolation.get("network"), "connect to the host failed, but the network was not isolated?"
     assert result.status == FAILED and "connected" not in result.stdout
     assert "OSError" in result.stderr
 
 
 def test_killing_its_parent_leaves_the_runner_alive():
+    needs("pid")
     result = run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(-1, signal.SIGKILL)")
     assert result.status in (PASSED, FAILED)  # refused (EPERM/ESRCH) or a no-op on the namespace's init
     assert run("print('still here')").stdout == "still here\n"
@@ -158,3 +171,21 @@ def test_many_runs_in_parallel_keep_their_order_and_statuses():
     jobs = [SandboxJob(source=f"import sys\nsys.exit({i % 2})", limits=FAST) for i in range(4)]
     results = run_many(jobs, workers=2)
     assert [r.status for r in results] == [PASSED, FAILED, PASSED, FAILED]
+
+
+def test_isolation_probe_reports_every_layer():
+    iso = probe_isolation()
+    assert {"network", "pid", "mount", "user", "notes"} <= set(iso)
+    if AS_ROOT:
+        assert iso["user"], iso["notes"]
+    if has_cap_sys_admin():  # then a refused layer is a bug, not the platform (other tests would just skip)
+        assert iso["network"] and iso["pid"] and iso["mount"], iso["notes"]
+
+
+def has_cap_sys_admin() -> bool:
+    try:
+        with open("/proc/self/status") as fh:
+            caps = next(line for line in fh if line.startswith("CapEff:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(caps.split()[1], 16) & (1 << 21))

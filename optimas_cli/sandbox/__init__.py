@@ -19,9 +19,9 @@ from optimas_cli.sandbox.results import (
     SandboxLimits,
     SandboxResult,
 )
-from optimas_cli.sandbox.runner import run_job, run_python
+from optimas_cli.sandbox.runner import probe_isolation, run_job, run_python
 
 __all__ = [
     "ERROR", "FAILED", "KILLED", "MEMORY", "PASSED", "STATUSES", "TIMEOUT", "SandboxJob", "SandboxLimits",
-    "SandboxResult", "default_workers", "run_job", "run_many", "run_python",
+    "SandboxResult", "default_workers", "probe_isolation", "run_job", "run_many", "run_python",
 ]

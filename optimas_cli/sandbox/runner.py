@@ -7,6 +7,7 @@ removes the directory and classifies the outcome.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -276,3 +277,9 @@ def run_python(source: str, *, files: dict | None = None, limits: SandboxLimits 
     """Run `source` as main.py in a fresh sandbox."""
     return run_job(SandboxJob(source=source, files=dict(files or {}), limits=limits or SandboxLimits(),
                               env=dict(env or {})))
+
+
+@functools.cache
+def probe_isolation() -> dict:
+    """The isolation a run gets on this machine (network, pid, mount, user, notes), measured once."""
+    return run_python("pass", limits=SandboxLimits(wall_seconds=30, memory_mb=512)).isolation

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 
 from optimas_cli.errors import UserError
-from optimas_cli.sandbox import SandboxLimits
+from optimas_cli.sandbox import SandboxLimits, probe_isolation
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, Pipeline, RunContext, SingleLLMTask
 from pipelines.bigcodebench import prompts
 from pipelines.bigcodebench.data import load_splits
@@ -143,5 +143,10 @@ def build(
             parse=lambda text: {"code": extract_code(text)},
             max_tokens=single_llm_max_tokens,
         ),
-        info={"skipped_missing_libs": skipped, "test_timeout": test_timeout, "memory_mb": memory_mb},
+        info={
+            "skipped_missing_libs": skipped,
+            "test_timeout": test_timeout,
+            "memory_mb": memory_mb,
+            "sandbox_isolation": probe_isolation(),  # what protected the host during this run
+        },
     )
