@@ -23,7 +23,7 @@ class Method:
 
     name = "method"
 
-    def optimize(self, pipeline: Pipeline, splits: Splits, ctx: RunContext, run_dir) -> MethodOutcome:
+    def optimize(self, pipeline: Pipeline, splits: Splits, ctx: RunContext, folder) -> MethodOutcome:
         raise NotImplementedError
 
     def evaluate(

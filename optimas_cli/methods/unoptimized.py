@@ -8,5 +8,5 @@ class Unoptimized(Method):
     def __init__(self, name: str = "unoptimized"):
         self.name = name
 
-    def optimize(self, pipeline, splits, ctx, run_dir) -> MethodOutcome:
+    def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         return MethodOutcome(config=pipeline.system.default_config())

@@ -107,9 +107,13 @@ class CompoundSystem:
         return self._execute(self.start(examples), self.order, config, ctx)
 
     def run_until(self, name: str, examples: Sequence[dict], config: SystemConfig, ctx: RunContext) -> list[Trajectory]:
-        """Run the components before `name` in topological order, so its inputs are ready."""
-        stop = self.order.index(name)
-        return self._execute(self.start(examples), self.order[:stop], config, ctx)
+        """Run every component that does not depend on `name` (its ancestors and parallel branches).
+
+        `name`'s inputs are then ready, and every output it cannot influence is fixed, as preference
+        collection requires ("outputs from the non-downstream components fixed").
+        """
+        skip = {name, *self.downstream(name)}
+        return self._execute(self.start(examples), [n for n in self.order if n not in skip], config, ctx)
 
     def run_from(
         self, name: str, trajectories: Sequence[Trajectory], config: SystemConfig, ctx: RunContext
