@@ -23,6 +23,14 @@ def _flow(task: str):
         from optimas_cli.flows.run import run
 
         return run
+    if task in ("collect", "train-lrf"):
+        from optimas_cli.flows import lrf_tasks
+
+        return lrf_tasks.collect if task == "collect" else lrf_tasks.train_lrf
+    if task == "eval":
+        from optimas_cli.flows.evaluate import evaluate_config
+
+        return evaluate_config
     raise UserError(f"unknown task {task!r}", "use one of: optimas run | collect | train-lrf | eval")
 
 

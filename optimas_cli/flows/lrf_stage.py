@@ -1,0 +1,109 @@
+"""Stage 1 of the local reward functions, resumable inside a run folder.
+
+collect -> pairs.jsonl (one component at a time; finished components are never re-collected)
+train   -> lrf/ (backbone + heads + config) and lrf_report.json (Table 4: pairwise vs judge accuracy)
+Shared by `optimas collect`, `optimas train-lrf` and the optimas method.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+
+from rich.console import Console
+
+from optimas_cli.flows.folder import RunFolder
+from optimas_cli.lrf.buffer import ReplayBuffer
+from optimas_cli.lrf.collect import collect_all, optimizable_components
+from optimas_cli.lrf.judge import judge_accuracy
+from optimas_cli.lrf.metrics import alignment_report, pairwise_accuracy
+from optimas_cli.lrf.model import LocalRewardModel
+from optimas_cli.lrf.pairs import PreferencePair, append_pairs, load_pairs
+from optimas_cli.lrf.text import component_infos
+from optimas_cli.lrf.train import TrainConfig, split_heldout, train_stage1
+from optimas_cli.system import Pipeline, RunContext, SystemConfig
+
+log = logging.getLogger("optimas")
+PAIRS_FILE, COLLECTED_FILE, LRF_DIR, REPORT_FILE = "pairs.jsonl", "collected.json", "lrf", "lrf_report.json"
+
+
+def collect_settings(lrf_cfg: Mapping) -> dict:
+    return dict(lrf_cfg.get("collect") or {})
+
+
+def collect_initial_pairs(
+    pipeline: Pipeline, config: SystemConfig, examples: Sequence[dict], ctx: RunContext, folder: RunFolder,
+    lrf_cfg: Mapping, console: Console | None = None,
+) -> list[PreferencePair]:
+    """Preference pairs for every optimizable component; a killed collection resumes per component."""
+    done: list[str] = folder.read_json(COLLECTED_FILE, {"components": []})["components"]
+    todo = [n for n in optimizable_components(pipeline.system) if n not in done]
+    stats = folder.read_json("collect_stats.json", {})
+
+    def persist(name: str, pairs: list[PreferencePair]) -> None:
+        append_pairs(folder.file(PAIRS_FILE), pairs)
+        done.append(name)
+        folder.write_json(COLLECTED_FILE, {"components": done})
+        folder.write_json("collect_stats.json", stats)
+        if console:
+            console.print(f"  collected {len(pairs)} pairs for [bold]{name}[/] · runs so far {ctx.ledger.equivalent_runs():.1f}")
+
+    if todo:
+        with ctx.ledger.timed("lrf_collection"):
+            collect_all(pipeline.system, config, examples, ctx.replace(phase="lrf_collection"), pipeline.metric,
+                        components=todo, on_pairs=persist, stats=stats, **collect_settings(lrf_cfg))
+    # Pairs of a component whose collection was cut short are not marked done: drop them.
+    pairs = load_pairs(folder.file(PAIRS_FILE)) if folder.file(PAIRS_FILE).exists() else []
+    return [p for p in pairs if p.component in done]
+
+
+def train_config(lrf_cfg: Mapping, n_pairs: int) -> TrainConfig:
+    """Training settings; with few pairs, enough epochs to reach `min_steps` optimizer steps."""
+    settings = dict(lrf_cfg.get("train") or {})
+    cfg = TrainConfig.from_mapping(settings)
+    min_steps = int(lrf_cfg.get("min_steps", 0) or 0)
+    batches = max(1, math.ceil(n_pairs * (1 - cfg.heldout_fraction) / cfg.batch_size))
+    if min_steps and cfg.epochs * batches < min_steps:
+        cfg.epochs = math.ceil(min_steps / batches)
+    return cfg
+
+
+def train_initial_lrf(
+    pipeline: Pipeline, pairs: Sequence[PreferencePair], ctx: RunContext, folder: RunFolder, lrf_cfg: Mapping,
+    buffer: ReplayBuffer | None = None,
+) -> tuple[LocalRewardModel, dict]:
+    """Stage 1 plus the alignment report; reloads both when this folder already holds them."""
+    cfg = train_config(lrf_cfg, len(pairs))
+    # The same seeded split every time, so a resumed run refills the buffer with the same pairs.
+    few = len(pairs) < int(lrf_cfg.get("min_heldout_pairs", 0) or 0)
+    train_pairs, heldout = (list(pairs), []) if few else split_heldout(pairs, cfg.heldout_fraction, cfg.seed)
+    report = folder.read_json(REPORT_FILE)
+    if report is not None and folder.file(LRF_DIR).exists():
+        if buffer is not None:
+            buffer.add(train_pairs)
+        return LocalRewardModel.load(folder.file(LRF_DIR)), report
+
+    model = LocalRewardModel.from_config(lrf_cfg, component_infos(pipeline.system))
+    with ctx.ledger.timed("lrf_training"):
+        stage1 = train_stage1(model, train_pairs, cfg, heldout=heldout, buffer=buffer)
+    # Alignment is measured on held-out pairs; with too few pairs to hold any out (the toys),
+    # it is measured on the training pairs and labelled so.
+    measured_on, eval_pairs = ("heldout", heldout) if heldout else ("train", train_pairs)
+    accuracy = pairwise_accuracy(model, eval_pairs)
+    judge = None
+    judge_cfg = dict(lrf_cfg.get("judge") or {})
+    if judge_cfg.get("enabled", True) and eval_pairs and ctx.lm is not None:
+        with ctx.ledger.timed("lrf_judge"):
+            judge = judge_accuracy(ctx.lm, eval_pairs, examples=train_pairs, k=int(judge_cfg.get("k", 8)),
+                                   components=component_infos(pipeline.system), seed=int(lrf_cfg.get("seed", 0) or 0))
+    report = alignment_report(accuracy, judge)
+    report.update(measured_on=measured_on, n_pairs=len(pairs), n_train_pairs=len(train_pairs),
+                  n_eval_pairs=len(eval_pairs), stage1=stage1)
+    model.save(folder.file(LRF_DIR))
+    folder.write_json(REPORT_FILE, report)
+    return model, report
+
+
+def make_buffer(lrf_cfg: Mapping, seed: int) -> ReplayBuffer:
+    b = dict(lrf_cfg.get("buffer") or {})
+    return ReplayBuffer(int(b.get("capacity_per_component", 500)), float(b.get("mix_ratio", 0.5)), seed)
