@@ -1,0 +1,97 @@
+"""Algorithm 1: the strict validation gate, cached validation, rejected proposals, resume after a kill."""
+from __future__ import annotations
+
+import pytest
+
+from optimas_cli.flows.folder import RunFolder
+from optimas_cli.optim.loop import LoopSettings, OptimasLoop
+from optimas_cli.system import Component, CompoundSystem, ConfigKind, Metric, Pipeline, RunContext, RunLedger, Splits
+
+REWARD = {0: 0.5, 1: 0.5, 2: 0.2, 3: 0.9}  # value 1 ties the default 0; 2 loses; 3 wins
+
+
+class Upstream(Component):
+    def __init__(self):
+        super().__init__("up", "prepares the question", ("q",), ("prepared",))
+        self.calls = 0
+
+    def forward(self, inputs, value, ctx):
+        self.calls += len(inputs)
+        return [{"prepared": x["q"].upper()} for x in inputs]
+
+
+class Pick(Component):
+    def __init__(self):
+        super().__init__("pick", "a global setting", ("prepared",), ("value",), kind=ConfigKind.CHOICE,
+                         default=0, choices=(0, 1, 2, 3))
+
+    def forward(self, inputs, value, ctx):
+        return [{"value": value} for _ in inputs]
+
+
+class Prefers:
+    """A stand-in local reward that strongly prefers one value (so the choice optimizer samples it)."""
+
+    def __init__(self, favourite):
+        self.favourite = favourite
+
+    def score(self, name, inputs, outputs):
+        return [100.0 if o["value"] == self.favourite else 0.0 for o in outputs]
+
+
+def make_pipeline():
+    up, pick = Upstream(), Pick()
+    system = CompoundSystem([up, pick], inputs=("q",), outputs=("value",))
+    rows = [{"q": f"question {i}"} for i in range(5)]
+    metric = Metric("reward", lambda ex, out: REWARD[out["value"]])
+    return Pipeline("gate", system, Splits(rows, rows, rows), metric), up
+
+
+def make_loop(pipeline, favourite, folder, iterations=1, adapt=None, on_iteration=None):
+    ctx = RunContext(ledger=RunLedger(len(pipeline.system)))
+    settings = LoopSettings(iterations=iterations, search_size=3, optimizer={"choice": {"temperature": 0.01}})
+    return OptimasLoop(pipeline, pipeline.splits.train, pipeline.splits.val, ctx, Prefers(favourite), settings,
+                       RunFolder(folder), adapt=adapt, on_iteration=on_iteration)
+
+
+@pytest.mark.parametrize("favourite, accepted", [(1, False), (2, False), (3, True)])
+def test_gate_accepts_only_strict_improvements(tmp_path, favourite, accepted):
+    pipeline, _ = make_pipeline()
+    adapted = []
+    loop = make_loop(pipeline, favourite, tmp_path, adapt=lambda config, ctx: adapted.append(config))
+    config, history = loop.run()
+    entry = history[0]
+    assert entry["proposal"] == favourite and entry["accepted"] is accepted
+    assert entry["val_after"] >= entry["val_before"]  # never lowers the validation score
+    if accepted:
+        assert config["pick"] == 3 and entry["val_after"] == pytest.approx(5 * 0.9) and len(adapted) == 1
+    else:  # a rejected proposal leaves the configuration alone and triggers no LRF adaptation
+        assert config["pick"] == 0 and entry["val_after"] == pytest.approx(2.5) and adapted == []
+
+
+def test_validation_reuses_cached_upstream_outputs(tmp_path):
+    pipeline, up = make_pipeline()
+    make_loop(pipeline, 3, tmp_path, iterations=2).run()
+    # The upstream component ran once for the 5 validation and once for the 3 search inputs;
+    # validating proposals for `pick` re-ran only `pick`.
+    assert up.calls == 5 + 3
+
+
+def test_resume_after_a_kill_continues_with_the_same_history(tmp_path):
+    pipeline, _ = make_pipeline()
+    _, uninterrupted = make_loop(pipeline, 3, tmp_path / "a", iterations=4).run()
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_second(entry, runs):
+        if entry["iteration"] == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        make_loop(pipeline, 3, tmp_path / "b", iterations=4, on_iteration=kill_after_second).run()
+    seen = []
+    _, resumed = make_loop(pipeline, 3, tmp_path / "b", iterations=4,
+                           on_iteration=lambda e, r: seen.append(e["iteration"])).run()
+    assert seen == [3, 4]  # finished iterations are not repeated
+    assert resumed == uninterrupted
