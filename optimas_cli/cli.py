@@ -41,12 +41,32 @@ def list_groups() -> int:
     return 0
 
 
+# Hydra flags that take a value (the value is not an override).
+VALUED_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-name", "-cn", "--config-path", "-cp",
+                "--config-dir", "-cd", "--shell-completion", "-sc", "--experimental-rerun", "--info", "-i"}
+
+
+def overrides_only(args: list[str]) -> list[str]:
+    """The key=value overrides among Hydra's command-line arguments."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            if "=" not in a:  # --info takes an optional value
+                continue
+        if a.startswith("-"):
+            skip = a in VALUED_FLAGS
+            continue
+        out.append(a)
+    return out
+
+
 def check_overrides(overrides: list[str]) -> None:
     """Catch unknown group options and malformed overrides before Hydra prints a stack trace."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    args = [a for a in overrides if not a.startswith("-")]
+    args = overrides_only(overrides)
     try:
         parsed = OverridesParser.create().parse_overrides(args)
     except HydraException as exc:

@@ -59,3 +59,18 @@ def test_list_shows_every_group(tmp_path):
     proc = optimas("list", cwd=tmp_path)
     assert proc.returncode == 0
     assert "toy_retriever" in proc.stdout and "unoptimized" in proc.stdout and "smoke" in proc.stdout
+
+
+def test_multirun_sweeps_over_comma_lists(tmp_path):
+    proc = optimas("run", "-m", "pipeline=toy_hint,toy_retriever", "method=unoptimized",
+                   f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    jobs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())
+    assert jobs == ["0-toy_hint-unoptimized", "1-toy_retriever-unoptimized"]
+    assert all((tmp_path / "sweep" / j / "results.json").exists() for j in jobs)
+
+
+def test_hydra_flags_pass_through(tmp_path):
+    proc = optimas("run", "--cfg", "job", "pipeline=toy_hint", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "pipeline:" in proc.stdout and "toys.hint" in proc.stdout
