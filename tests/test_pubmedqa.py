@@ -127,6 +127,9 @@ def test_malformed_record_is_reported_with_file_and_line(tmp_path):
         ("", "maybe"),
         (None, "maybe"),
         ("Yesterday nobody knew.", "maybe"),  # 'yes'/'no' inside other words do not count
+        ("The answer is yes, no, or maybe.", "maybe"),  # a 135M model echoing the options commits to none
+        ("Yes/no/maybe: the answer is no", "no"),
+        ("Is it yes or no? No, it is not.", "no"),
     ],
 )
 def test_parse_decision_reads_messy_outputs(text, expected):
@@ -187,10 +190,10 @@ def test_bad_candidate_lists_are_user_errors(models):
 
 # -- end to end -------------------------------------------------------------------------------
 def test_pipeline_runs_end_to_end_on_real_rows(pipeline):
-    examples = pipeline.splits.test[:6]
+    examples = pipeline.splits.test[::90]  # the official test file lists yes, then no, then maybe
     result = evaluate(pipeline, pipeline.system.default_config(), examples, context(ScriptedLM(reply)))
     expected = sum(ex["answer"] == "yes" for ex in examples) / len(examples)
-    assert result["mean"] == pytest.approx(expected) and result["n"] == 6
+    assert 0 < expected < 1 and result["mean"] == pytest.approx(expected) and result["n"] == 6
 
 
 def test_single_llm_task_asks_once_and_parses_the_decision(pipeline):

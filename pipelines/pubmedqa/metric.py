@@ -13,6 +13,8 @@ _WORD = r"(yes|no|maybe)\b"
 _MARKED = re.compile(rf"\banswer\b[^\n.]{{0,40}}?(?:\bis\b|:|=)\W*{_WORD}", re.IGNORECASE)
 _LEADING = re.compile(rf"^\W*{_WORD}", re.IGNORECASE)
 _ANY = re.compile(rf"\b{_WORD}", re.IGNORECASE)
+# 'yes, no, or maybe' / 'yes/no/maybe': the model repeating the options, which commits to none of them
+_ECHO = re.compile(r"\b(?:yes|no|maybe)\b(?:\s*(?:,|/|\bor\b|, or\b)\s*\b(?:yes|no|maybe)\b)+", re.IGNORECASE)
 _UNDECIDED = re.compile(
     r"\b(uncertain|unclear|inconclusive|cannot be determined|can't be determined|not (?:be )?determined|"
     r"insufficient evidence|not enough (?:evidence|information)|possibly|perhaps)\b",
@@ -23,11 +25,13 @@ _UNDECIDED = re.compile(
 def parse_decision(text: str | None, default: str = DEFAULT_DECISION) -> str:
     """The yes/no/maybe a completion commits to.
 
-    In order: the last explicit 'answer ... X' (prompts ask for the answer on the last line, after
-    any reasoning); a label the text starts with ('Yes, because ...'); the first label mentioned;
-    a hedge ('unclear', 'insufficient evidence') as maybe; else `default`.
+    Echoes of the option list ('yes, no, or maybe') are ignored. Then, in order: the last explicit
+    'answer ... X' (prompts ask for the answer on the last line, after any reasoning); a label the
+    text starts with ('Yes, because ...'); the first label mentioned; a hedge ('unclear',
+    'insufficient evidence') as maybe; else `default`.
     """
-    if not text:
+    text = _ECHO.sub(" ", text or "")
+    if not text.strip():
         return default
     marked = _MARKED.findall(text)
     if marked:

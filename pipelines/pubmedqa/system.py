@@ -53,7 +53,7 @@ class ModelSelector(Component):
 class ContextAnalyst(Component):
     """Summarizes the abstract's evidence for the question, with the model its selector chose."""
 
-    max_tokens: int = 256
+    max_tokens: int = 128
 
     def forward(self, inputs: list[dict], value, ctx: RunContext) -> list[dict]:
         messages = [prompts.analyst_messages(value, x["question"], x["context"]) for x in inputs]
@@ -125,7 +125,7 @@ def build(
     data_dir: str | os.PathLike | None = None,
     candidate_models: Sequence[str] = LOCAL_MODELS,
     model_priors: dict[str, float] | None = None,
-    analyst_max_tokens: int = 256,
+    analyst_max_tokens: int = 128,
     solver_max_tokens: int = 96,
     single_llm_max_tokens: int = 96,
 ) -> Pipeline:

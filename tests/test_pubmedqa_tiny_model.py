@@ -1,0 +1,48 @@
+"""PubMedQA end to end through the real LM layer (litellm + local provider) on the tiny random model."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from optimas_cli.lm.local_models import register_local_model
+from optimas_cli.system import RunContext, RunLedger
+from optimas_cli.system.evaluate import evaluate
+from pipelines.pubmedqa import build
+from pipelines.pubmedqa.metric import LABELS
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("OPTIMAS_DATA_DIR") or ROOT.parent / "shared" / "data")
+
+pytestmark = pytest.mark.skipif(not (DATA / "pubmedqa").exists(), reason="needs the shared data folder")
+
+
+class RecordingLM:
+    """The real client, with the model of every request noted per component."""
+
+    def __init__(self, client):
+        self.client, self.models = client, set()
+
+    def complete(self, requests, component="-"):
+        self.models |= {(component, r.model) for r in requests}
+        return self.client.complete(requests, component=component)
+
+
+def test_real_rows_run_through_the_local_provider_with_the_chosen_models(tiny_model, tiny_model_dir, tiny_lm):
+    second = register_local_model("tiny-llama-second", tiny_model_dir)
+    pipeline = build(data_dir=DATA, candidate_models=[tiny_model, second], analyst_max_tokens=6, solver_max_tokens=6)
+    examples = pipeline.splits.test[::125]  # four rows, yes/no/maybe mixed
+    config = pipeline.system.default_config().replace("context_model_selector", second)
+    lm = RecordingLM(tiny_lm)
+    ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=lm)
+
+    trajs = pipeline.system.run(examples, config, ctx)
+    assert all(t.state["answer"] in LABELS and isinstance(t.state["summary"], str) for t in trajs)
+    assert lm.models == {("context_analyst", second), ("problem_solver", tiny_model)}
+    usage = tiny_lm.usage.to_dict()["by_component"]
+    assert usage["context_analyst"]["calls"] == usage["problem_solver"]["calls"] == 4
+    assert usage["context_analyst"]["prompt_tokens"] > usage["problem_solver"]["prompt_tokens"]  # contexts are long
+
+    result = evaluate(pipeline, config, examples, ctx)
+    assert 0.0 <= result["mean"] <= 1.0 and result["n"] == 4
