@@ -16,6 +16,7 @@ from optimas_cli.flows.folder import RunFolder
 
 log = logging.getLogger("optimas")
 console = Console(highlight=False, soft_wrap=True)
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _flow(task: str):
@@ -40,9 +41,12 @@ def main(cfg: DictConfig) -> float | None:
     OmegaConf.save(cfg, folder.file("config.yaml"), resolve=True)
     try:
         results = _flow(cfg.task)(cfg, folder, console)
-    except UserError as err:
+    except Exception as exc:  # Hydra wraps errors raised while instantiating configs: unwrap ours
+        err = _user_error(exc)
+        if err is None:
+            raise
         log.error("%s", err)
-        console.print(f"[red]optimas: {err}[/]")
+        errors.print(f"[red]optimas: {err}[/]")
         sys.exit(2)
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted; continue with: optimas {cfg.task} ... resume={folder}[/]")
@@ -59,6 +63,14 @@ def main(cfg: DictConfig) -> float | None:
     log.info(line)
     console.print(line)
     return test["mean"] if test else None
+
+
+def _user_error(exc: BaseException | None) -> UserError | None:
+    while exc is not None:
+        if isinstance(exc, UserError):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _shown(path: Path) -> str:

@@ -74,3 +74,14 @@ def test_hydra_flags_pass_through(tmp_path):
     proc = optimas("run", "--cfg", "job", "pipeline=toy_hint", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "pipeline:" in proc.stdout and "toys.hint" in proc.stdout
+
+
+def test_missing_data_is_one_clear_line_and_exit_2(tmp_path):
+    env = {**os.environ, "OPTIMAS_DATA_DIR": str(tmp_path / "empty"), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.run([sys.executable, "-m", "optimas_cli.cli", "run", "pipeline=pubmedqa", "method=unoptimized",
+                           f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "PubMedQA not found" in lines[0] and "data_dir" in lines[0]
