@@ -37,6 +37,13 @@ def _flow(task: str):
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
+    # Launchers that run jobs in other processes (joblib, submitit) pickle this function by value,
+    # with the globals it uses; the rich console holds a lock that cannot be pickled. Keep this a
+    # one-liner so only run_task, pickled by reference as a plain module function, travels.
+    return run_task(cfg)
+
+
+def run_task(cfg: DictConfig) -> float | None:
     folder = RunFolder(HydraConfig.get().runtime.output_dir)
     OmegaConf.save(cfg, folder.file("config.yaml"), resolve=True)
     try:
