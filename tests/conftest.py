@@ -1,0 +1,51 @@
+"""Shared fixtures: a tiny random chat model served through the real local provider."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Offline everywhere: no hub downloads, and litellm must read its bundled cost map.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Before torch loads: spinning OpenMP waiters make torch several times slower on shared cores.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+TINY_MODEL = "local/tiny-llama"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A transformers folder holding a 2-layer random Llama with a ChatML tokenizer."""
+    from tests.tiny_model import build_tiny_chat_model
+
+    return build_tiny_chat_model(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_model_dir):
+    """The litellm model name ("local/tiny-llama") of the tiny model, registered with the local provider."""
+    from optimas_cli.lm.local_models import register_local_model
+    from optimas_cli.lm.local_provider import register_provider
+
+    register_provider()
+    return register_local_model(TINY_MODEL, tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_adapter_dir(tiny_model_dir, tmp_path_factory):
+    """A LoRA adapter folder for the tiny model, with random non-zero weights."""
+    from tests.tiny_model import build_tiny_lora_adapter
+
+    return build_tiny_lora_adapter(tiny_model_dir, tmp_path_factory.mktemp("tiny-adapter"))
+
+
+@pytest.fixture
+def tiny_lm(tiny_model, tmp_path):
+    """An LMClient on the tiny model with a fresh call cache in tmp_path."""
+    from optimas_cli.lm.client import LMClient
+
+    return LMClient(model=tiny_model, temperature=0.0, max_tokens=8, concurrency=16, cache_dir=str(tmp_path))

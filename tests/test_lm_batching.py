@@ -1,0 +1,71 @@
+"""The dynamic-batching queue that turns concurrent single requests into batches."""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from optimas_cli.lm.batching import DynamicBatcher
+
+
+def _doubling_batcher(**kwargs) -> tuple[DynamicBatcher, list]:
+    seen: list[tuple] = []
+
+    def run(key, items):
+        seen.append((key, list(items)))
+        time.sleep(0.01)
+        return [(key, item * 2) for item in items]
+
+    return DynamicBatcher(run, **kwargs), seen
+
+
+def test_concurrent_submissions_with_a_hint_form_one_batch_and_results_go_back_to_their_callers():
+    batcher, seen = _doubling_batcher(max_batch_size=32, gather_seconds=0.001, hinted_gather_seconds=5.0)
+
+    def submit(i):
+        time.sleep(0.002 * i)  # staggered arrivals, slower than the plain gather window
+        return batcher.submit("k", [i], expected=12)[0]
+
+    with ThreadPoolExecutor(12) as pool:
+        results = list(pool.map(submit, range(12)))
+    assert results == [("k", 2 * i) for i in range(12)]
+    assert batcher.batch_sizes == [12]
+
+
+def test_batches_never_exceed_the_maximum_and_keys_are_never_mixed():
+    batcher, seen = _doubling_batcher(max_batch_size=4, gather_seconds=0.05)
+    with ThreadPoolExecutor(10) as pool:
+        futures = [pool.submit(batcher.submit, "a" if i % 2 else "b", [i], 10) for i in range(10)]
+        results = [f.result()[0] for f in futures]
+    assert results == [("a" if i % 2 else "b", 2 * i) for i in range(10)]
+    assert max(batcher.batch_sizes) <= 4 and sum(batcher.batch_sizes) == 10
+    assert all((i % 2 == 1) == (key == "a") for key, items in seen for i in items)
+
+
+def test_one_submission_of_several_items_is_one_batch():
+    batcher, _ = _doubling_batcher(max_batch_size=8)
+    assert batcher.submit("k", [1, 2, 3], expected=3) == [("k", 2), ("k", 4), ("k", 6)]
+    assert batcher.batch_sizes == [3]
+
+
+def test_an_error_in_a_batch_reaches_every_caller_and_the_worker_survives():
+    calls = []
+
+    def run(key, items):
+        calls.append(items)
+        if len(calls) == 1:
+            raise ValueError("boom")
+        return items
+
+    batcher = DynamicBatcher(run, max_batch_size=4)
+    with pytest.raises(ValueError, match="boom"):
+        batcher.submit("k", [1, 2], expected=2)
+    assert batcher.submit("k", [3]) == [3]
+
+
+def test_a_missing_hinted_item_delays_the_batch_only_until_the_hinted_window_ends():
+    batcher, _ = _doubling_batcher(max_batch_size=8, hinted_gather_seconds=0.2)
+    start = time.monotonic()
+    assert batcher.submit("k", [1], expected=5) == [("k", 2)]
+    assert 0.15 < time.monotonic() - start < 5.0
