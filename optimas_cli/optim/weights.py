@@ -1,0 +1,209 @@
+"""Weights optimizer: RL fine-tuning of a local causal LM component's LoRA adapter, r_k as reward.
+
+Algorithm: GRPO (trl.GRPOTrainer) with a Python reward function. The paper runs PPO with r_k as
+the critic; trl 1.13+ no longer ships a PPOTrainer. GRPO keeps what matters here — a learned
+reward model scoring sampled completions, a clipped policy-gradient update — and drops PPO's
+value network: the baseline is the mean reward of a group of completions of the same prompt.
+That removes a second model to train and hold in memory, which is what makes a few RL steps
+affordable on a CPU. (RLOO, the leave-one-out variant, would serve equally; GRPO is the trl
+trainer that supports continuing an existing PEFT adapter.) The paper's trust region is
+approximated the same way as for prompts: a few small steps per Algorithm 1 iteration.
+
+The reward of a completion is r_k(x, parse_output(completion)) for the search input x it was
+generated from — the same LRF head the loop trained for this component.
+
+Contract of a weights-kind component (beyond `forward`, which must send exactly these messages
+to the LM with `adapter=value`):
+    build_messages(input_dict, value) -> list[dict]   the chat messages of one input
+    parse_output(text) -> dict                        the declared output fields read from one
+                                                      completion; must not raise on junk text
+    base_model_path() -> str                          the transformers folder the adapter applies
+                                                      to, or a shipped local model name such as
+                                                      "local/smollm2-135m-instruct" (converted by
+                                                      the LM layer); or pass base_model_path=
+
+Settings (cfg): work_dir (required: adapters are saved in fresh folders under it), steps 3,
+prompts_per_step 2, num_generations 4, max_completion_length 64, learning_rate 1e-4, beta 0.0
+(KL coefficient; 0 loads no reference model), temperature 1.0, lora_r 8, lora_alpha 16,
+lora_dropout 0.0, bf16 (default: on a CUDA GPU that supports it), score_on_search true (score
+the new and current adapters by mean r_k through the component, like the other optimizers), seed.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from optimas_cli.errors import UserError
+from optimas_cli.optim import Proposal, make_rng, score_value, setting
+from optimas_cli.system.component import Component
+from optimas_cli.system.context import RunContext
+
+CONTRACT = ("build_messages", "parse_output")
+
+
+def resolve_base_model(name_or_path: str) -> str:
+    """A transformers folder for the base model: a folder as given, or a shipped local model name
+    ("local/smollm2-135m-instruct") converted once by the LM layer."""
+    path = Path(str(name_or_path)).expanduser()
+    if (path / "config.json").is_file():
+        return str(path)
+    from optimas_cli.lm import convert
+
+    name = str(name_or_path).removeprefix("local/")
+    if name in convert.SHIPPED_MODELS:
+        return str(convert.converted_model_dir(name))
+    raise UserError(
+        f"the base model {name_or_path!r} of a weights-kind component is neither a transformers folder "
+        "nor a shipped local model",
+        f"return a folder with config.json from base_model_path(), or one of "
+        f"{sorted('local/' + n for n in convert.SHIPPED_MODELS)}",
+    )
+
+
+def _require_contract(component: Component, base_model_path: str | None) -> str:
+    missing = [m for m in CONTRACT if not callable(getattr(component, m, None))]
+    if base_model_path is None and not callable(getattr(component, "base_model_path", None)):
+        missing.append("base_model_path")
+    if missing:
+        raise UserError(
+            f"weights-kind component {component.name!r} lacks {', '.join(missing)}",
+            "implement build_messages(input_dict, value), parse_output(text) and base_model_path() on it "
+            "(see optimas_cli/optim/weights.py)",
+        )
+    return resolve_base_model(base_model_path or component.base_model_path())
+
+
+def _completion_text(completion: Any) -> str:
+    """trl hands conversational completions as [{"role": "assistant", "content": ...}]."""
+    if isinstance(completion, list):
+        return "".join(m.get("content", "") for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
+def train_adapter(
+    component: Component,
+    parent_adapter: str | None,
+    search_inputs: Sequence[dict],
+    lrf: Any,
+    base_model_path: str,
+    out_dir: Path,
+    cfg: Mapping | None,
+    seed: int,
+) -> dict:
+    """A few GRPO steps on the search inputs' prompts; saves the adapter in `out_dir`. Returns a log."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig, PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    num_generations = int(setting(cfg, "num_generations", 4))
+    batch = int(setting(cfg, "prompts_per_step", 2)) * num_generations
+    on_gpu = torch.cuda.is_available()
+    bf16 = bool(setting(cfg, "bf16", on_gpu and torch.cuda.is_bf16_supported()))
+
+    tokenizer = AutoTokenizer.from_pretrained(base_model_path, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
+    peft_config = None
+    if parent_adapter:
+        model = PeftModel.from_pretrained(model, parent_adapter, is_trainable=True)
+    else:
+        peft_config = LoraConfig(
+            r=int(setting(cfg, "lora_r", 8)),
+            lora_alpha=int(setting(cfg, "lora_alpha", 16)),
+            lora_dropout=float(setting(cfg, "lora_dropout", 0.0)),
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+
+    rows = [{"prompt": component.build_messages(x, parent_adapter), "search_index": i} for i, x in enumerate(search_inputs)]
+
+    def local_reward(prompts, completions, search_index, **_):
+        inputs = [search_inputs[i] for i in search_index]
+        outputs = [component.parse_output(_completion_text(c)) for c in completions]
+        return [float(s) for s in lrf.score(component.name, inputs, outputs)]
+
+    scratch = out_dir / "trainer"
+    args = GRPOConfig(
+        output_dir=str(scratch),
+        max_steps=int(setting(cfg, "steps", 3)),
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=1,
+        num_generations=num_generations,
+        max_completion_length=int(setting(cfg, "max_completion_length", 64)),
+        learning_rate=float(setting(cfg, "learning_rate", 1e-4)),
+        beta=float(setting(cfg, "beta", 0.0)),
+        temperature=float(setting(cfg, "temperature", 1.0)),
+        use_vllm=False,
+        bf16=bf16,
+        use_cpu=not on_gpu,
+        activation_checkpointing=False,  # small local models: recomputation costs more than it saves
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=seed,
+        data_seed=seed,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=local_reward,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    started = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - started
+    # Only the trained adapter: with beta > 0 trl adds a frozen "ref" copy beside it.
+    trainer.model.save_pretrained(str(out_dir), selected_adapters=["default"])
+    rewards = [e["reward"] for e in trainer.state.log_history if "reward" in e]
+    del trainer, model
+    gc.collect()
+    shutil.rmtree(scratch, ignore_errors=True)
+    return {"train_rewards": rewards, "train_seconds": round(seconds, 3), "steps": args.max_steps, "seed": seed}
+
+
+def propose(
+    component: Component,
+    current_value: str | None,
+    search_inputs: Sequence[dict],
+    lrf: Any,
+    ctx: RunContext,
+    cfg: Mapping | None = None,
+    *,
+    rng: np.random.Generator | None = None,
+    base_model_path: str | None = None,
+) -> Proposal:
+    base = _require_contract(component, base_model_path)
+    if not search_inputs:
+        raise ValueError(f"component {component.name!r}: local optimization needs at least one search input")
+    work_dir = setting(cfg, "work_dir", None)
+    if work_dir is None:
+        raise UserError(
+            f"the weights optimizer of {component.name!r} has no work_dir to save adapters in",
+            "set `work_dir` in the weights optimizer's settings (the loop sets it to the run folder)",
+        )
+    Path(work_dir).mkdir(parents=True, exist_ok=True)
+    # A fresh folder per proposal: a rejected adapter must never overwrite the accepted one.
+    out_dir = Path(tempfile.mkdtemp(prefix=f"{component.name}-", dir=work_dir))
+    seed = int(make_rng(rng, cfg, ctx).integers(1 << 31))
+    log = train_adapter(component, current_value, search_inputs, lrf, base, out_dir, cfg, seed)
+    log.update({"algorithm": "GRPO", "base_model": base, "parent_adapter": current_value, "adapter": str(out_dir)})
+    (out_dir / "optimas_adapter.json").write_text(json.dumps(log, indent=2))
+
+    local_score = baseline_score = None
+    if setting(cfg, "score_on_search", True):
+        baseline_score = score_value(component, current_value, search_inputs, lrf, ctx)[0]
+        local_score = score_value(component, str(out_dir), search_inputs, lrf, ctx)[0]
+    return Proposal(value=str(out_dir), local_score=local_score, baseline_score=baseline_score, details=log)
