@@ -1,6 +1,7 @@
 """`optimas`: the command line. Subcommands dispatch onto the Hydra app after checking the overrides."""
 from __future__ import annotations
 
+import os
 import sys
 
 from optimas_cli.conf import CONF_DIR, GROUPS, options
@@ -110,6 +111,14 @@ def _compose_first(parsed) -> None:
         raise UserError(f"bad override: {first}", "run `optimas list` and `optimas run --cfg job` to see valid keys") from None
 
 
+def quiet_libraries() -> None:
+    """litellm's per-call INFO lines and the weight-loading bars would drown the run's own progress
+    lines on the terminal; these must be set before those libraries are imported."""
+    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -132,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     resume = next((a.split("=", 1)[1] for a in rest if a.startswith("resume=")), None)
     if resume:  # continue inside the earlier run folder
         extra.append(f"hydra.run.dir={resume}")
+    quiet_libraries()
     from optimas_cli.app import main as hydra_main
 
     sys.argv = ["optimas", *rest, *extra]
