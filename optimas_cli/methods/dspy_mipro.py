@@ -1,0 +1,343 @@
+"""DSPy baseline: the real `dspy` package's MIPROv2, instructions only (no few-shot), as in the paper.
+
+How the compound system meets DSPy:
+- `CompoundProgram` is a dspy.Module with one dspy.Predict per PROMPT component; the predictor's
+  signature instruction is that component's prompt. Its forward runs OUR components (their own
+  message templates, models, parsing, the run's LM layer and ledger) with the instructions read
+  from the predictors, and returns the system's final outputs. The predictors are never called
+  through DSPy's adapters; besides carrying the instruction MIPROv2 tunes, they record each
+  component's inputs and outputs in DSPy's trace, which MIPROv2 bootstraps its task
+  demonstrations from (used, in the zero-shot setting, only to ground instruction proposals).
+  Other components keep their default configuration.
+- The metric is the pipeline's global metric on the final output. MIPROv2's trials run on the
+  validation split (phase "validation" in the ledger), bootstrapping on the training split
+  (phase "local_optimization"). Trajectories are cached per (example, instructions), and a
+  candidate re-runs only the components whose instruction changed and what follows them.
+- DSPy's own LM calls (dataset summary, program description, instruction proposals) go through
+  a custom DSPy engine (`RunLMEngine`) to the run's LM client, tagged "dspy.proposer" in the usage
+  ledger: the same model and backend as everything else (the embedded local model by default),
+  DSPy's response cache off. (dspy.LM("local/...") would also reach our litellm provider, but
+  would bypass the run's LM client, its cache, its usage ledger, and the test doubles.)
+- A DSPy Evaluate call is served as one batch: a callback sees its devset before the per-example
+  calls and runs the system on all of it at once, so a local model batches generation.
+
+A weak local model often breaks DSPy's structured output ([[ ## field ## ]] sections). Every
+failed adapter parse is counted (extras["dspy"]["parse_failures"], with a few excerpts); when a
+failure aborts MIPROv2 itself, the run keeps the default instructions and records the error.
+DSPy's results are used as they come, never patched.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Sequence
+
+import dspy
+from dspy.utils.callback import BaseCallback
+from dspy.utils.exceptions import AdapterParseError
+
+from optimas_cli.errors import UserError
+from optimas_cli.methods.base import Method, MethodOutcome
+from optimas_cli.methods.optimas import console
+from optimas_cli.methods.scorers import input_key
+from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory
+
+log = logging.getLogger("optimas")
+PROPOSER_TAG = "dspy.proposer"
+EXCERPT_CHARS = 300
+
+
+# -- DSPy's LM calls through the run's LM layer ------------------------------------------------------
+class RunLMEngine:
+    """A DSPy engine (complete(Request) -> Response) backed by the run's LM client.
+
+    Each call gets a fresh sample index, so repeated identical prompts at temperature > 0 (DSPy
+    asks for several proposals) are distinct samples rather than hits in our LM cache.
+    """
+
+    def __init__(self, ctx: RunContext, component: str = PROPOSER_TAG, max_tokens: int = 512):
+        self.ctx, self.component, self.max_tokens = ctx, component, int(max_tokens)
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def complete(self, request):
+        from dspy.lm15 import Message, Response, TextPart, Usage
+
+        messages = []
+        if request.system:
+            system = request.system if isinstance(request.system, str) else "".join(p.text or "" for p in request.system)
+            messages.append({"role": "system", "content": system})
+        for m in request.messages:
+            role = m.role if m.role in ("user", "assistant", "system") else "user"
+            messages.append({"role": role, "content": m.text or ""})
+        with self._lock:
+            index = self.calls
+            self.calls += 1
+        cfg = request.config
+        text = self.ctx.replace(sample_index=self.ctx.sample_index + index).complete(
+            self.component, [messages], temperature=cfg.temperature, max_tokens=cfg.max_tokens or self.max_tokens,
+            stop=list(cfg.stop) or None,
+        )[0]
+        return Response(id=None, model=self.component, message=Message.assistant((TextPart(text),)),
+                        finish_reason="stop", usage=Usage())
+
+    def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        pass
+
+
+# -- the compound system as a DSPy program -------------------------------------------------------
+def dspy_field(name: str) -> str:
+    """Field names that would shadow a dspy.Signature attribute get a suffix."""
+    return f"{name}_value" if hasattr(dspy.Signature, name) else name
+
+
+class SystemRuntime:
+    """Everything behind the DSPy program: the system, run context, signatures and trajectory cache.
+
+    DSPy deep-copies programs for every trial; the runtime is shared by all copies (its
+    __deepcopy__ returns itself), so the LM, the ledger and the cache are never duplicated.
+    """
+
+    def __init__(self, pipeline: Pipeline, prompt_names: Sequence[str], ctx: RunContext, val_keys: set[str]):
+        self.pipeline, self.system = pipeline, pipeline.system
+        self.prompt_names = list(prompt_names)
+        self.default = self.system.default_config()
+        self.ctx, self.val_keys = ctx, val_keys
+        self.cache: dict[tuple[str, tuple], Trajectory] = {}
+        self._lock = threading.RLock()
+        self.signatures, self.attribute, self.original = {}, {}, {}
+        for name in self.prompt_names:
+            comp = self.system.components[name]
+            fields = {dspy_field(f): (str, dspy.InputField(desc=f"input field {f!r} of {name}")) for f in comp.inputs}
+            fields.update({dspy_field(f): (str, dspy.OutputField(desc=f"output field {f!r} of {name}"))
+                           for f in comp.outputs})
+            instruction = self.default[name] if isinstance(self.default[name], str) else comp.description
+            title = "".join(part.title() for part in name.split("_"))
+            self.signatures[name] = dspy.make_signature(fields, instruction, signature_name=title)
+            self.original[name] = self.signatures[name].instructions
+            self.attribute[name] = name if not hasattr(dspy.Module, name) else f"{name}_predictor"
+
+    def __deepcopy__(self, memo):
+        return self
+
+    # -- the program's view ----------------------------------------------------------------------
+    def predictor(self, program, name: str) -> dspy.Predict:
+        return getattr(program, self.attribute[name])
+
+    def prompt_values(self, program) -> dict:
+        """Each prompt component's configuration: its predictor's instruction (the default when unchanged)."""
+        values = {}
+        for name in self.prompt_names:
+            text = self.predictor(program, name).signature.instructions
+            values[name] = self.default[name] if text == self.original[name] else text
+        return values
+
+    def forward(self, program, inputs: dict):
+        """Run the system for one example; record each prompt component's step in DSPy's trace."""
+        traj = self.run([inputs], self.prompt_values(program))[0]
+        trace = dspy.settings.trace
+        if trace is not None and dspy.settings.max_trace_size > 0:
+            for name in self.prompt_names:
+                step = traj.steps.get(name)
+                if step and not step["skipped"]:
+                    if len(trace) >= dspy.settings.max_trace_size:
+                        trace.pop(0)
+                    trace.append((self.predictor(program, name),
+                                  {dspy_field(k): v for k, v in step["inputs"].items()},
+                                  dspy.Prediction(**{dspy_field(k): v for k, v in step["outputs"].items()})))
+        return dspy.Prediction(**traj.final(self.system.outputs))
+
+    # -- execution ---------------------------------------------------------------------------------
+    def example_key(self, example) -> str:
+        return input_key({f: example[f] for f in self.system.inputs})
+
+    def config_for(self, values: dict) -> SystemConfig:
+        config = self.default
+        for name, value in values.items():
+            config = config.replace(name, value)
+        return config
+
+    def run(self, examples: Sequence[dict], values: dict) -> list[Trajectory]:
+        """Trajectories of `examples` with these prompt values, computed batched and cached."""
+        signature = tuple(input_key({"v": values[n]}) for n in self.prompt_names)
+        base_signature = tuple(input_key({"v": self.default[n]}) for n in self.prompt_names)
+        keys = [self.example_key(ex) for ex in examples]
+        with self._lock:
+            missing = {k: ex for k, ex in zip(keys, examples, strict=True) if (k, signature) not in self.cache}
+            for phase in ("local_optimization", "validation"):
+                group = {k: ex for k, ex in missing.items() if (k in self.val_keys) == (phase == "validation")}
+                if group:
+                    self._fill(group, values, signature, base_signature, self.ctx.replace(phase=phase))
+            return [self.cache[(k, signature)] for k in keys]
+
+    def _fill(self, group: dict, values: dict, signature: tuple, base_signature: tuple, ctx: RunContext) -> None:
+        need_base = [k for k in group if (k, base_signature) not in self.cache]
+        if need_base:
+            inputs = [{f: group[k][f] for f in self.system.inputs} for k in need_base]
+            for k, traj in zip(need_base, self.system.run(inputs, self.default, ctx), strict=True):
+                self.cache[(k, base_signature)] = traj
+        if signature == base_signature:
+            return
+        config = self.config_for(values)
+        trajs = [self.cache[(k, base_signature)] for k in group]
+        rerun: set[str] = set()
+        for name in self.system.order:  # re-run each changed component once, with what follows it
+            if name in self.prompt_names and config[name] != self.default[name] and name not in rerun:
+                trajs = self.system.run_from(name, trajs, config, ctx)
+                rerun |= {name, *self.system.downstream(name)}
+        for k, traj in zip(group, trajs, strict=True):
+            self.cache[(k, signature)] = traj
+
+
+class CompoundProgram(dspy.Module):
+    """A compound AI system run as one program. Each prompt component is a predictor whose signature
+    holds the component's instruction. forward runs the components in pipeline order, each reading
+    the fields that earlier components wrote, and returns the system's final output fields."""
+
+    def __init__(self, runtime: SystemRuntime):
+        super().__init__()
+        self.runtime = runtime
+        for name in runtime.prompt_names:
+            setattr(self, runtime.attribute[name], dspy.Predict(runtime.signatures[name]))
+
+    def forward(self, **inputs):
+        return self.runtime.forward(self, inputs)
+
+
+class MiproObserver(BaseCallback):
+    """Batches each Evaluate call, records its score, and counts DSPy's failed output parses."""
+
+    def __init__(self, runtime: SystemRuntime):
+        super().__init__()
+        self.runtime = runtime
+        self.parse_failures = 0
+        self.failure_excerpts: list[str] = []
+        self.evaluations: list[dict] = []
+        self._open: dict[str, dict] = {}
+        self._parsing: dict[str, str] = {}
+
+    def on_evaluate_start(self, call_id, instance, inputs):
+        program, devset = inputs.get("program"), inputs.get("devset") or instance.devset
+        if isinstance(program, CompoundProgram) and devset:
+            values = self.runtime.prompt_values(program)
+            self.runtime.run([ex.inputs().toDict() for ex in devset], values)
+            self._open[call_id] = {"values": values, "n": len(devset)}
+
+    def on_evaluate_end(self, call_id, outputs, exception=None):
+        """One history entry per evaluation, in the loop's terms (validation totals, strict improvement)."""
+        opened = self._open.pop(call_id, None)
+        if opened is None or outputs is None:
+            return
+        total = float(outputs.score) / 100.0 * opened["n"]
+        before = self.evaluations[-1]["val_after"] if self.evaluations else total
+        self.evaluations.append({
+            "iteration": len(self.evaluations) + 1, "component": "all prompt components", "kind": "prompt",
+            "proposal": opened["values"], "val_before": before, "val_candidate": total,
+            "val_after": max(before, total), "accepted": total > before, "n": opened["n"],
+            "runs": self.runtime.ctx.ledger.equivalent_runs(),
+        })
+
+    def on_adapter_parse_start(self, call_id, instance, inputs):
+        self._parsing[call_id] = str(inputs.get("completion", ""))
+
+    def on_adapter_parse_end(self, call_id, outputs, exception=None):
+        completion = self._parsing.pop(call_id, "")
+        if exception is not None:
+            self.parse_failures += 1
+            if len(self.failure_excerpts) < 3:
+                self.failure_excerpts.append(completion[:EXCERPT_CHARS])
+
+
+# -- the method ---------------------------------------------------------------------------------
+@contextlib.contextmanager
+def dspy_logs_to_run_log():
+    """DSPy logs to its own stderr handler; send its records to the run's log instead, while it runs."""
+    dspy_logger = logging.getLogger("dspy")
+    propagate = dspy_logger.propagate
+    dspy.disable_logging()
+    dspy_logger.propagate = True
+    try:
+        yield
+    finally:
+        dspy_logger.propagate = propagate
+        dspy.enable_logging()
+
+
+class DSPyMIPRO(Method):
+    """MIPROv2 with auto=None: `num_candidates` instructions per predictor (the first is the original,
+    so the default budget adds budget.num_candidates new ones), `num_trials` Bayesian-optimization
+    trials (default budget.iterations), each a full evaluation on the validation split unless
+    `minibatch` is set."""
+
+    def __init__(self, name: str = "dspy", budget=None, seed: int = 0, num_candidates: int | None = None,
+                 num_trials: int | None = None, minibatch: bool = False, minibatch_size: int = 35,
+                 init_temperature: float = 1.0, max_tokens: int = 512, view_data_batch_size: int = 10,
+                 program_aware: bool = True, data_aware: bool = True, tip_aware: bool = True, fewshot_aware: bool = True):
+        self.name, self.budget, self.seed = name, dict(budget or {}), int(seed)
+        self.num_candidates = int(num_candidates if num_candidates is not None else int(self.budget.get("num_candidates", 3)) + 1)
+        self.num_trials = int(num_trials if num_trials is not None else self.budget.get("iterations", 10))
+        self.minibatch, self.minibatch_size = bool(minibatch), int(minibatch_size)
+        self.init_temperature, self.max_tokens = float(init_temperature), int(max_tokens)
+        self.proposer = {"view_data_batch_size": int(view_data_batch_size), "program_aware_proposer": program_aware,
+                         "data_aware_proposer": data_aware, "tip_aware_proposer": tip_aware,
+                         "fewshot_aware_proposer": fewshot_aware}
+
+    def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
+        system = pipeline.system
+        prompt_names = [n for n in system.order if system.components[n].kind is ConfigKind.PROMPT]
+        if not prompt_names:
+            raise UserError(f"dspy optimizes prompt components, and pipeline {pipeline.name!r} has none",
+                            "use a method that optimizes its components' kinds (optimas, llmselector, ...)")
+        if self.num_candidates < 2:
+            raise UserError(f"dspy: num_candidates={self.num_candidates} leaves MIPROv2 only the original instruction",
+                            "set method.num_candidates >= 2")
+        runtime = SystemRuntime(pipeline, prompt_names, ctx, {input_key({f: ex[f] for f in system.inputs})
+                                                              for ex in splits.val})
+        program = CompoundProgram(runtime)
+        engine = RunLMEngine(ctx.replace(phase="local_optimization"), max_tokens=self.max_tokens)
+        lm = dspy.LM(f"optimas/{PROPOSER_TAG}", engine=engine, cache=False, temperature=self.init_temperature,
+                     max_tokens=self.max_tokens)
+        observer = MiproObserver(runtime)
+        metric = self._metric(pipeline)
+        trainset = [dspy.Example(**ex).with_inputs(*system.inputs) for ex in splits.train]
+        valset = [dspy.Example(**ex).with_inputs(*system.inputs) for ex in splits.val]
+        optimizer = dspy.MIPROv2(metric=metric, prompt_model=lm, task_model=lm, auto=None,
+                                 num_candidates=self.num_candidates, max_bootstrapped_demos=0, max_labeled_demos=0,
+                                 num_threads=1, seed=self.seed, init_temperature=self.init_temperature)
+        console.print(f"[bold]DSPy MIPROv2[/] · {prompt_names} · {self.num_candidates} candidates · "
+                      f"{self.num_trials} trials")
+        status, error, best = "optimized", None, None
+        with ctx.ledger.timed("local_optimization"), dspy_logs_to_run_log(), dspy.context(lm=lm, callbacks=[observer]):
+            try:
+                best = optimizer.compile(program, trainset=trainset, valset=valset, num_trials=self.num_trials,
+                                         minibatch=self.minibatch, minibatch_size=min(self.minibatch_size, len(valset)),
+                                         seed=self.seed, **self.proposer)
+            except AdapterParseError as exc:  # a weak model's unparseable reply aborted MIPROv2 itself
+                status, error = "failed", f"{type(exc).__name__}: {str(exc)[:EXCERPT_CHARS]}"
+                log.warning("DSPy MIPROv2 stopped on a parse failure; keeping the default instructions: %s", error)
+        values = runtime.prompt_values(best) if best is not None else {}
+        config = runtime.config_for(values)
+        extras = {
+            "status": status, "error": error, "parse_failures": observer.parse_failures,
+            "parse_failure_excerpts": observer.failure_excerpts, "proposer_calls": engine.calls,
+            "num_candidates": self.num_candidates, "num_trials": self.num_trials, "components": prompt_names,
+            "best_val_mean": (float(best.score) / 100.0) if best is not None and hasattr(best, "score") else None,
+            "changed": [n for n in prompt_names if config[n] != runtime.default[n]],
+        }
+        console.print(f"  {status} · parse failures {observer.parse_failures} · changed {extras['changed']}")
+        return MethodOutcome(config=config, history=observer.evaluations, extras={"dspy": extras})
+
+    @staticmethod
+    def _metric(pipeline: Pipeline):
+        outputs = pipeline.system.outputs
+
+        def metric(example, prediction, trace=None) -> float:
+            return pipeline.metric(example.toDict(), {f: prediction.get(f) for f in outputs})
+
+        return metric

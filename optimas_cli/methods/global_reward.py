@@ -1,0 +1,92 @@
+"""Global-reward-only ablation: Algorithm 1 with the LRFs replaced by the global metric itself.
+
+Every candidate output a local optimizer proposes is scored by substituting it into the cached
+search trajectories and running the rest of the system (scorers.GlobalRewardScorer). No
+preference pairs, no LRF training, no Stage 2. Its cost — a downstream run per scored batch —
+lands in the ledger under "local_optimization".
+
+`ScoredLoopBaseline` is the part this shares with HBC: the same loop, local optimizers, validation
+gate, budget sizes and outputs as Optimas, around a scorer built by `make_scorer`.
+
+Per-instance choices are optimized as global choices here (one value for every input). Routing per
+input needs a reward model that can score unseen inputs at inference, and the global reward needs
+the example's gold answer, so neither baseline can put a routing policy into its configuration.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from optimas_cli.methods.base import MethodOutcome
+from optimas_cli.methods.optimas import Optimas, _report_iteration, console
+from optimas_cli.methods.scorers import GlobalRewardScorer
+from optimas_cli.optim.loop import LoopSettings, OptimasLoop
+from optimas_cli.system import CompoundSystem, ConfigKind, Pipeline
+
+
+def with_global_choices(pipeline: Pipeline) -> Pipeline:
+    """The same pipeline, with every per-instance choice component offered as a global choice.
+
+    Components are shallow copies (same forward, same resources); the original pipeline is untouched,
+    and a configuration found on the copy runs unchanged on the original.
+    """
+    components, changed = [], False
+    for comp in pipeline.system.components.values():
+        if comp.kind is ConfigKind.CHOICE and comp.per_instance:
+            comp = copy.copy(comp)
+            comp.per_instance = False
+            changed = True
+        components.append(comp)
+    if not changed:
+        return pipeline
+    system = CompoundSystem(components, pipeline.system.inputs, pipeline.system.outputs)
+    return dataclasses.replace(pipeline, system=system)
+
+
+class ScoredLoopBaseline(Optimas):
+    """Algorithm 1 without Stage 1/2: the loop runs on whatever `make_scorer` returns."""
+
+    label = "scored loop"
+
+    def __init__(self, name: str, budget=None, scheduler: str = "uniform", optimizer=None, seed: int = 0):
+        super().__init__(name=name, lrf=None, budget=budget, scheduler=scheduler, adapt=False,
+                         optimizer=optimizer, seed=seed)
+
+    def make_scorer(self, pipeline: Pipeline, splits, ctx, folder) -> tuple[object, dict]:
+        raise NotImplementedError
+
+    def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
+        view = with_global_choices(pipeline)
+        scorer, extras = self.make_scorer(view, splits, ctx, folder)
+        settings = LoopSettings(
+            iterations=int(self.budget.get("iterations", 10)),
+            search_size=int(self.budget.get("search_size", 50)),
+            scheduler=self.scheduler,
+            optimizer=self._optimizer_settings(folder),
+            seed=self.seed,
+        )
+        loop = OptimasLoop(view, splits.train, splits.val, ctx, scorer, settings, folder, adapt=None,
+                           on_iteration=_report_iteration)
+        console.print(f"[bold]Algorithm 1 ({self.label})[/] · {settings.iterations} iterations, scheduler {self.scheduler}")
+        config, history = loop.run()
+        return MethodOutcome(config=config, lrf=None, history=history, extras={self.name: extras})
+
+
+class GlobalReward(ScoredLoopBaseline):
+    """`rollouts`: downstream samples averaged per scored output (1: one run of the rest of the system)."""
+
+    label = "global reward only"
+
+    def __init__(self, name: str = "global_reward", budget=None, scheduler: str = "uniform", optimizer=None,
+                 seed: int = 0, rollouts: int = 1):
+        super().__init__(name=name, budget=budget, scheduler=scheduler, optimizer=optimizer, seed=seed)
+        self.rollouts = int(rollouts)
+
+    def make_scorer(self, pipeline, splits, ctx, folder):
+        self._scorer = GlobalRewardScorer(pipeline, ctx.replace(phase="local_optimization"), self.rollouts)
+        return self._scorer, {"scorer": "global metric after a downstream run", "rollouts": self.rollouts}
+
+    def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
+        outcome = super().optimize(pipeline, splits, ctx, folder)
+        outcome.extras[self.name]["scored_batches"] = self._scorer.calls
+        return outcome

@@ -1,0 +1,128 @@
+"""LLMSelector (Chen et al., 2025): allocate one model to each model-choice component.
+
+Greedy coordinate ascent, as in the paper's allocation search: in each round, for each model-choice
+component in turn, try every candidate model with the other components' models fixed, estimate
+the system's performance (mean global reward) on a training sample, and keep the best model —
+switching only on a strictly higher estimate. Rounds repeat until an allocation survives a whole
+round unchanged, or `rounds` (default: the budget's iterations) is spent.
+
+Each estimate is a real run of the system on the sample, counted in the ledger under
+"local_optimization". Components upstream of the one being varied are not re-executed: their
+outputs are identical under the fixed allocation (same configuration, same LM samples), so they
+are reused from the cached trajectories and only the varied component and its downstream run —
+the same accounting as Optimas's validation gate. Allocations already measured are not re-run.
+
+The paper's LLM diagnoser (which estimates per-module quality to prune the search) is not used:
+every candidate is measured end to end, the more expensive and more exact variant.
+
+Model-choice components are CHOICE components whose single output names a model (the field is
+`model` or ends in `_model`, as PubMedQA's two selectors); `components` names them explicitly.
+"""
+from __future__ import annotations
+
+import statistics
+
+from optimas_cli.errors import UserError
+from optimas_cli.methods.base import Method, MethodOutcome
+from optimas_cli.methods.optimas import console
+from optimas_cli.methods.scorers import input_key
+from optimas_cli.system import ConfigKind, Pipeline, SystemConfig
+from optimas_cli.system.evaluate import rewards
+
+APPLIES_TO = "pubmedqa (context_model_selector, solver_model_selector) and toy_model_selector"
+
+
+def is_model_choice(component) -> bool:
+    outs = component.outputs
+    return (component.kind is ConfigKind.CHOICE and len(outs) == 1
+            and (outs[0] == "model" or outs[0].endswith("_model")))
+
+
+def model_components(pipeline: Pipeline, names=None) -> list[str]:
+    system = pipeline.system
+    if names:
+        unknown = [n for n in names if n not in system.components]
+        wrong = [n for n in names if n in system.components and system.components[n].kind is not ConfigKind.CHOICE]
+        if unknown or wrong:
+            raise UserError(
+                f"llmselector: {unknown + wrong} {'are not components' if unknown else 'are not choice components'} "
+                f"of pipeline {pipeline.name!r}",
+                f"name choice components of {list(system.components)} in method.components",
+            )
+        return [n for n in system.order if n in names]
+    found = [n for n in system.order if is_model_choice(system.components[n])]
+    if not found:
+        raise UserError(
+            f"llmselector allocates models to model-choice components, and pipeline {pipeline.name!r} has none",
+            f"use it on a pipeline with model selectors ({APPLIES_TO}), or name choice components in "
+            "method.components",
+        )
+    return found
+
+
+class LLMSelector(Method):
+    def __init__(self, name: str = "llmselector", budget=None, components=None, rounds: int | None = None,
+                 sample_size: int | None = None):
+        self.name, self.budget = name, dict(budget or {})
+        self.components = list(components) if components else None
+        self.rounds = int(rounds if rounds is not None else self.budget.get("iterations", 3))
+        self.sample_size = int(sample_size if sample_size is not None else self.budget.get("search_size", 50))
+
+    def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
+        system = pipeline.system
+        names = model_components(pipeline, self.components)
+        sample = list(splits.train[: self.sample_size])
+        octx = ctx.replace(phase="local_optimization")
+        measured: dict[str, float] = {}
+
+        def estimate(trajs) -> float:
+            return statistics.fmean(rewards(pipeline, trajs)) if trajs else 0.0
+
+        config = system.default_config()
+        with ctx.ledger.timed("local_optimization"):
+            trajs = system.run(sample, config, octx)
+        score = measured[input_key(config.to_dict())] = estimate(trajs)
+        console.print(f"[bold]llmselector[/] · {names} · {len(sample)} training examples · start {score:.3f}")
+        history: list[dict] = []
+        rounds_run = 0
+        for rnd in range(1, self.rounds + 1):
+            rounds_run = rnd
+            changed = False
+            for name in names:
+                best = (config[name], score, trajs)
+                for model in system.components[name].candidate_values():
+                    if model == config[name]:
+                        continue
+                    candidate = config.replace(name, model)
+                    key = input_key(candidate.to_dict())
+                    if key in measured:  # seen in an earlier round: accepted estimates only rise, so it cannot win
+                        continue
+                    with ctx.ledger.timed("local_optimization"):
+                        cand_trajs = system.run_from(name, trajs, candidate, octx)
+                    cand_score = measured[key] = estimate(cand_trajs)
+                    better = cand_score > best[1]
+                    history.append({
+                        "iteration": len(history) + 1, "round": rnd, "component": name, "kind": "choice",
+                        "proposal": model, "current": config[name], "train_estimate": cand_score,
+                        "best_estimate_before": best[1], "accepted": better,
+                        "runs": ctx.ledger.equivalent_runs(),
+                    })
+                    console.print(f"  round {rnd} · {name:<24} · {model:<32} · {cand_score:.3f}"
+                                  f"{'  [green]best so far[/]' if better else ''}")
+                    if better:
+                        best = (model, cand_score, cand_trajs)
+                if best[0] != config[name]:
+                    config, score, trajs = config.replace(name, best[0]), best[1], best[2]
+                    changed = True
+            config.save(folder.file("best_config.json"))
+            if not changed:
+                break
+        allocation = {n: config[n] for n in names}
+        return MethodOutcome(
+            config=SystemConfig(config),
+            history=history,
+            extras={"llmselector": {
+                "components": names, "allocation": allocation, "train_estimate": score,
+                "sample_size": len(sample), "rounds_run": rounds_run, "allocations_measured": len(measured),
+            }},
+        )

@@ -1,0 +1,253 @@
+"""TextGrad baseline: the real `textgrad` package (0.1.8), run offline through the run's LM layer.
+
+Each step, on a minibatch of training examples (TextGrad's prompt-optimization recipe):
+1. Forward: run the compound system (our components, ledger phase "local_optimization") and build
+   TextGrad's computation graph from the trajectories: one `tg.Variable` per PROMPT component's
+   instruction (the parameters), one per prompt component's output, whose predecessors are its
+   instruction and the outputs of the nearest upstream prompt components. Their backward is
+   TextGrad's own LLM-call backward (`LLMCall._backward_through_llm_base/_chain`), with the
+   instruction as the LM's system prompt and the component's inputs as its input.
+2. Loss: `tg.TextLoss` — an LM critique of the final output, told the expected result (the
+   example's gold fields) and the metric value it got. `tg.sum` of the batch's losses.
+3. Backward: `loss.backward(engine)` — LM feedback on every output, then on every instruction.
+4. Update: `tg.TGD` — an LM rewrite of each instruction from its feedback, read between
+   <IMPROVED_VARIABLE> tags. A reply without the tags makes TGD raise; that is counted as a
+   parse failure and the instruction is kept.
+5. Validation check (TextGrad's `run_validation_revert`): the changed components and what follows
+   them are re-run on the validation split; the update is reverted only if the validation score
+   drops (ties are kept, as in TextGrad).
+
+TextGrad's LM calls go through `RunLMEngine` (a `tg.EngineLM`) to the run's LM client, tagged
+"textgrad.loss", "textgrad.backward" and "textgrad.optimizer" in the usage ledger. TextGrad writes
+a JSON log on import; it goes under $TEXTGRAD_LOG_DIR (default: <optimas cache>/textgrad-logs).
+TextGrad keeps gradients in sets, so the order of the feedback in an update prompt may differ
+between runs.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+
+import numpy as np
+
+from optimas_cli.lm.paths import cache_root
+
+os.environ.setdefault("TEXTGRAD_LOG_DIR", str(cache_root() / "textgrad-logs"))
+
+import textgrad as tg  # noqa: E402  (its log folder is chosen on import)
+from textgrad.autograd.function import BackwardContext  # noqa: E402
+from textgrad.autograd.llm_ops import LLMCall  # noqa: E402
+
+from optimas_cli.errors import UserError  # noqa: E402
+from optimas_cli.lrf.text import format_value  # noqa: E402
+from optimas_cli.methods.base import Method, MethodOutcome  # noqa: E402
+from optimas_cli.methods.optimas import console  # noqa: E402
+from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory  # noqa: E402
+from optimas_cli.system.evaluate import rewards  # noqa: E402
+
+FIELD_CHARS = 600  # each rendered field is cut to this many characters in TextGrad's prompts
+
+LOSS_INSTRUCTION = (
+    "You evaluate the final output of a multi-step AI pipeline on one task example. "
+    "The expected result is:\n{gold}\n"
+    "The output scored {metric} = {score:.3f} (1.0 is best). "
+    "Say concisely what is wrong with the output and what would make it score higher. Do not rewrite the output."
+)
+
+
+class RunLMEngine(tg.EngineLM):
+    """TextGrad's engine interface backed by the run's LM client (one tag per role)."""
+
+    def __init__(self, ctx: RunContext, component: str, max_tokens: int = 512, temperature: float = 0.0):
+        self.ctx, self.component = ctx, component
+        self.model_string = component
+        self.max_tokens, self.temperature = int(max_tokens), float(temperature)
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def generate(self, prompt, system_prompt=None, **kwargs):
+        messages = [{"role": "system", "content": system_prompt or self.system_prompt},
+                    {"role": "user", "content": str(prompt)}]
+        with self._lock:
+            index = self.calls
+            self.calls += 1
+        sample = self.ctx.replace(sample_index=self.ctx.sample_index + index)
+        return sample.complete(self.component, [messages], max_tokens=self.max_tokens, temperature=self.temperature)[0]
+
+    def __call__(self, prompt, **kwargs):
+        return self.generate(prompt, **kwargs)
+
+
+def _render(record: dict) -> str:
+    lines = []
+    for key, value in record.items():
+        text = format_value(value)
+        lines.append(f"{key}: {text if len(text) <= FIELD_CHARS else text[:FIELD_CHARS] + ' ...'}")
+    return "\n".join(lines)
+
+
+def _llm_backward(response, prompt: str, system_prompt: str, backward_engine) -> None:
+    """TextGrad's LLMCall backward, for an LM call made by one of our components."""
+    children = list(response.predecessors)
+    if response.get_gradient_text() == "":
+        LLMCall._backward_through_llm_base(children, response, prompt, system_prompt, backward_engine)
+    else:
+        LLMCall._backward_through_llm_chain(children, response, prompt, system_prompt, backward_engine)
+
+
+def _pass_through_backward(response, backward_engine) -> None:
+    """Feedback on an output made by non-LM steps goes unchanged to the LM outputs it was made from."""
+    feedback = response.get_gradient_text()
+    for child in response.predecessors:
+        if child.requires_grad and feedback:
+            child.gradients.add(tg.Variable(
+                f"Feedback on {response.get_role_description()}, which was computed from this variable: {feedback}",
+                role_description=f"feedback to {child.get_role_description()}"))
+
+
+class TextGradGraph:
+    """Builds TextGrad's graph over the prompt components of one trajectory."""
+
+    def __init__(self, pipeline: Pipeline, params: dict):
+        self.pipeline, self.system, self.params = pipeline, pipeline.system, params
+
+    def _prompt_ancestors(self, name: str, made: dict) -> list:
+        found, stack, seen = [], list(self.system.parents(name)), set()
+        while stack:
+            parent = stack.pop()
+            if parent in seen:
+                continue
+            seen.add(parent)
+            if parent in made:
+                found.append(made[parent])
+            else:
+                stack.extend(self.system.parents(parent))
+        return found
+
+    def final_output(self, traj: Trajectory):
+        made = {}
+        for name in self.system.order:
+            step = traj.steps.get(name)
+            if name not in self.params or not step or step["skipped"]:
+                continue
+            comp = self.system.components[name]
+            inputs = tg.Variable(_render(step["inputs"]), requires_grad=False, role_description=f"inputs of {name}")
+            out = tg.Variable(_render(step["outputs"]) or "(empty)",
+                              predecessors=[self.params[name], *self._prompt_ancestors(name, made), inputs],
+                              role_description=f"output of the pipeline step '{name}' ({comp.description})")
+            out.set_grad_fn(BackwardContext(backward_fn=_llm_backward, response=out, prompt=inputs.value,
+                                            system_prompt=self.params[name].value))
+            made[name] = out
+        producers = {self.system.producer.get(f) for f in self.system.outputs}
+        if len(producers) == 1 and next(iter(producers)) in made:
+            return made[next(iter(producers))]
+        final_text = _render(traj.final(self.system.outputs))
+        sources = [made[n] for n in made if n in producers] or list(made.values())
+        final = tg.Variable(final_text or "(empty)", predecessors=sources, role_description="final output of the pipeline")
+        final.set_grad_fn(BackwardContext(backward_fn=_pass_through_backward, response=final))
+        return final
+
+    def loss(self, traj: Trajectory, score: float, engine):
+        gold = {k: v for k, v in traj.example.items() if k not in self.system.inputs}
+        instruction = LOSS_INSTRUCTION.format(gold=_render(gold) or "(not given)", metric=self.pipeline.metric.name,
+                                              score=score)
+        return tg.TextLoss(instruction, engine=engine)(self.final_output(traj))
+
+
+class TextGrad(Method):
+    """`steps` TGD steps (default budget.iterations) on minibatches of `batch_size` training examples."""
+
+    def __init__(self, name: str = "textgrad", budget=None, seed: int = 0, steps: int | None = None,
+                 batch_size: int = 3, max_tokens: int = 512, temperature: float = 0.0,
+                 constraints: list[str] | None = None, gradient_memory: int = 0):
+        self.name, self.budget, self.seed = name, dict(budget or {}), int(seed)
+        self.steps = int(steps if steps is not None else self.budget.get("iterations", 10))
+        self.batch_size, self.max_tokens, self.temperature = int(batch_size), int(max_tokens), float(temperature)
+        self.constraints, self.gradient_memory = list(constraints or []), int(gradient_memory)
+
+    def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
+        system = pipeline.system
+        prompt_names = [n for n in system.order if system.components[n].kind is ConfigKind.PROMPT]
+        if not prompt_names:
+            raise UserError(f"textgrad optimizes prompt components, and pipeline {pipeline.name!r} has none",
+                            "use a method that optimizes its components' kinds (optimas, llmselector, ...)")
+        octx, vctx = ctx.replace(phase="local_optimization"), ctx.replace(phase="validation")
+        engines = {role: RunLMEngine(octx, f"textgrad.{role}", self.max_tokens, self.temperature)
+                   for role in ("loss", "backward", "optimizer")}
+        config = system.default_config()
+        params = {
+            n: tg.Variable(config[n] if isinstance(config[n], str) else "", requires_grad=True,
+                           role_description=f"instruction (system prompt) of the pipeline step '{n}', which: "
+                                            f"{system.components[n].description}")
+            for n in prompt_names
+        }
+        optimizers = {n: tg.TGD(parameters=[params[n]], engine=engines["optimizer"], constraints=self.constraints,
+                                gradient_memory=self.gradient_memory) for n in prompt_names}
+        graph = TextGradGraph(pipeline, params)
+
+        with ctx.ledger.timed("validation"):
+            val_trajs = system.run(splits.val, config, vctx)
+        val_total = float(sum(rewards(pipeline, val_trajs)))  # summed, as the Optimas loop reports it
+        rng = np.random.default_rng(self.seed)
+        order: list[int] = []
+        history: list[dict] = []
+        parse_failures = 0
+        console.print(f"[bold]TextGrad[/] · {prompt_names} · {self.steps} steps of {self.batch_size} · "
+                      f"val {val_total:.3f}")
+        for step in range(1, self.steps + 1):
+            while len(order) < self.batch_size:  # shuffled epochs over the training split
+                order.extend(rng.permutation(len(splits.train)).tolist())
+            batch, order = [splits.train[i] for i in order[: self.batch_size]], order[self.batch_size :]
+            with ctx.ledger.timed("local_optimization"):
+                trajs = system.run(batch, config, octx)
+                scores = rewards(pipeline, trajs)
+                total = tg.sum([graph.loss(t, s, engines["loss"]) for t, s in zip(trajs, scores, strict=True)])
+                total.backward(engines["backward"])
+                proposal = {}
+                for name in prompt_names:
+                    if not params[name].gradients:
+                        continue
+                    try:
+                        optimizers[name].step()
+                        proposal[name] = params[name].value
+                    except IndexError:  # the update reply had no <IMPROVED_VARIABLE> tags
+                        parse_failures += 1
+                    optimizers[name].zero_grad()
+            candidate = config
+            for name, text in proposal.items():
+                candidate = candidate.replace(name, text)
+            changed = [n for n in prompt_names if candidate[n] != config[n]]
+            entry = {"iteration": step, "component": changed or None, "kind": "prompt",
+                     "proposal": {n: proposal[n] for n in changed}, "train_batch_mean": statistics.fmean(scores),
+                     "val_before": val_total, "val_after": val_total, "accepted": False}
+            if changed:
+                with ctx.ledger.timed("validation"):
+                    cand_trajs = self._rerun(system, changed, val_trajs, candidate, vctx)
+                cand_total = float(sum(rewards(pipeline, cand_trajs)))
+                entry["val_candidate"] = cand_total
+                if cand_total >= val_total:  # TextGrad reverts only when validation gets worse
+                    config, val_trajs, val_total = candidate, cand_trajs, cand_total
+                    entry.update(accepted=True, val_after=cand_total)
+            for name in prompt_names:  # a reverted (or unparsed) update leaves the parameter as configured
+                params[name].set_value(config[name] if isinstance(config[name], str) else "")
+            entry["runs"] = ctx.ledger.equivalent_runs()
+            history.append(entry)
+            config.save(folder.file("best_config.json"))
+            verdict = "[green]kept[/]" if entry["accepted"] else "[dim]reverted[/]" if changed else "[dim]no update[/]"
+            console.print(f"  step {step:>3} · {', '.join(changed) or '-':<30} · val {entry['val_before']:.3f} → "
+                          f"{entry.get('val_candidate', entry['val_before']):.3f} {verdict}")
+        extras = {"implementation": f"textgrad {tg.__version__}", "parse_failures": parse_failures,
+                  "lm_calls": {role: e.calls for role, e in engines.items()}, "final_val_mean": val_total / len(splits.val),
+                  "changed": [n for n in prompt_names if config[n] != system.default_config()[n]]}
+        return MethodOutcome(config=SystemConfig(config), history=history, extras={"textgrad": extras})
+
+    @staticmethod
+    def _rerun(system, changed: list[str], trajs: list[Trajectory], config: SystemConfig, ctx: RunContext):
+        """Re-run each changed component once, with what follows it (earliest first)."""
+        done: set[str] = set()
+        for name in system.order:
+            if name in changed and name not in done:
+                trajs = system.run_from(name, trajs, config, ctx)
+                done |= {name, *system.downstream(name)}
+        return trajs

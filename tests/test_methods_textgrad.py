@@ -1,0 +1,84 @@
+"""textgrad: the real textgrad package's loss / backward / TGD over the compound system's prompts."""
+from __future__ import annotations
+
+from optimas_cli.methods.textgrad import (  # tg via the method: it picks the log folder
+    TextGrad,
+    TextGradGraph,
+    tg,
+)
+from optimas_cli.system import RunContext, RunLedger
+from tests.fakes import ScriptedLM
+from tests.test_methods_toys import (
+    GOOD_INSTRUCTION,
+    capitals,
+    capitals_lm,
+    capitals_reply,
+    needs_pubmedqa,
+    optimize_and_test,
+    pubmedqa_lm,
+    pubmedqa_smoke,
+    scripted_reply,
+    smoke_budget,
+)
+
+
+def test_the_graph_links_each_output_to_its_instruction_and_upstream_outputs():
+    pipeline = capitals()
+    system = pipeline.system
+    traj = system.run(pipeline.splits.train[:1], system.default_config(), RunContext(RunLedger(2), lm=capitals_lm()))[0]
+    params = {n: tg.Variable(system.default_config()[n], role_description=f"instruction of {n}") for n in system.order}
+    final = TextGradGraph(pipeline, params).final_output(traj)
+    assert final.value == "answer: I am not sure."
+    upstream = [v for v in final.predecessors if v.requires_grad and v is not params["answerer"]]
+    assert params["answerer"] in final.predecessors and len(upstream) == 1
+    assert upstream[0].value == "question: Tell me about France." and params["asker"] in upstream[0].predecessors
+
+
+def test_optimizes_the_capitals_toy_through_the_run_lm(tmp_path):
+    pipeline = capitals()
+    lm = capitals_lm()
+    outcome, test, ctx = optimize_and_test(TextGrad(budget=smoke_budget(iterations=2)), pipeline, pipeline.splits,
+                                           lm, tmp_path)
+    assert outcome.config["answerer"] == GOOD_INSTRUCTION and test["mean"] == 1.0
+    info = outcome.extras["textgrad"]
+    assert info["implementation"] == "textgrad 0.1.8" and info["parse_failures"] == 0
+    assert outcome.history[0]["accepted"] and outcome.history[0]["val_after"] == 2.0
+    tags = {component for component, _ in lm.requests}
+    assert {"textgrad.loss", "textgrad.backward", "textgrad.optimizer"} <= tags
+    assert sum(c == "textgrad.loss" for c, _ in lm.requests) == 2 * 3  # one critique per batch example
+    assert ctx.ledger.equivalent_runs("validation") > 0
+
+
+def test_an_update_that_lowers_validation_is_reverted(tmp_path):
+    pipeline = capitals()
+    pipeline.system.components["answerer"].default = GOOD_INSTRUCTION  # start from the best instruction
+    lm = ScriptedLM(lambda req: capitals_reply(req) or scripted_reply(req, "Reply politely."))
+    outcome, test, _ = optimize_and_test(TextGrad(budget=smoke_budget()), pipeline, pipeline.splits, lm, tmp_path)
+    assert outcome.config["answerer"] == GOOD_INSTRUCTION and test["mean"] == 1.0
+    assert outcome.history[0]["val_candidate"] == 0.0 and not outcome.history[0]["accepted"]
+
+
+def test_an_update_reply_without_tags_is_a_counted_parse_failure(tmp_path):
+    pipeline = capitals()
+
+    def answer(req):
+        if "<IMPROVED_VARIABLE>" in req.messages[0]["content"]:
+            return "Here is a better instruction: be precise."
+        return capitals_reply(req) or scripted_reply(req)
+
+    outcome, _, _ = optimize_and_test(TextGrad(budget=smoke_budget()), pipeline, pipeline.splits, ScriptedLM(answer),
+                                      tmp_path)
+    assert outcome.extras["textgrad"]["parse_failures"] == 2 * 2  # two steps, two prompt components
+    assert outcome.config == pipeline.system.default_config()
+    assert all(h["component"] is None for h in outcome.history)
+
+
+@needs_pubmedqa
+def test_runs_end_to_end_on_pubmedqa(tmp_path):
+    pipeline, splits = pubmedqa_smoke()
+    outcome, test, _ = optimize_and_test(TextGrad(budget=smoke_budget(), batch_size=2), pipeline, splits,
+                                         pubmedqa_lm(pipeline), tmp_path)
+    default = pipeline.system.default_config()
+    assert outcome.config["solver_model_selector"] == default["solver_model_selector"]
+    assert len(outcome.history) == 2 and test["n"] == 4
+    assert outcome.extras["textgrad"]["lm_calls"]["backward"] > 0
