@@ -32,7 +32,7 @@ class RecordingLM:
 def test_real_rows_run_through_the_local_provider_with_the_chosen_models(tiny_model, tiny_model_dir, tiny_lm):
     second = register_local_model("tiny-llama-second", tiny_model_dir)
     pipeline = build(data_dir=DATA, candidate_models=[tiny_model, second], analyst_max_tokens=6, solver_max_tokens=6)
-    examples = pipeline.splits.test[::125]  # four rows, yes/no/maybe mixed
+    examples = pipeline.splits.test[:4]
     config = pipeline.system.default_config().replace("context_model_selector", second)
     lm = RecordingLM(tiny_lm)
     ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=lm)

@@ -23,9 +23,10 @@ def parse_choice(text: str | None, choices: Sequence[str] = ()) -> str:
     """The index (as a string) of the item a reply chooses, or '' when it names none.
 
     In order: an index after an explicit marker ('Answer: 2', 'Option 1'; the last one wins, as
-    replies reason first); a reply that is or starts with an index; a candidate's title quoted in
-    full; 'the second option'; a candidate most of whose title words the reply repeats; the first
-    lone digit. With `choices` unknown, any index is accepted and titles are not matched.
+    replies reason first); a reply that is or starts with an index (unless it goes on to quote a
+    candidate's title in full, which then wins); a title quoted in full; 'the second option'; a
+    candidate most of whose title words the reply repeats; the first lone digit. With `choices`
+    unknown, any index is accepted and titles are not matched.
     """
     if not text:
         return ""
@@ -34,13 +35,13 @@ def parse_choice(text: str | None, choices: Sequence[str] = ()) -> str:
         match = _AFTER_MARKER.match(text, marker.end())
         if match and valid(int(match.group(1))):
             return str(int(match.group(1)))
+    quoted = _quoted_title(text, choices) if choices else None
     match = _LEADING.match(text.strip())
     if match and valid(int(match.group(1))):
-        return str(int(match.group(1)))
-    if choices:
-        quoted = _quoted_title(text, choices)
-        if quoted is not None:
-            return str(quoted)
+        # '1. <title>': a model numbering its own list from 1 still names its pick by the title
+        return str(quoted if quoted is not None else int(match.group(1)))
+    if quoted is not None:
+        return str(quoted)
     match = _ORDINAL.search(text)
     if match and valid(_ORDINALS[match.group(1).lower()]):
         return str(_ORDINALS[match.group(1).lower()])

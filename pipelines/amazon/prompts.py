@@ -32,7 +32,7 @@ def profiler_messages(context: str, choices: list[str]) -> list[dict]:
         "You are an e-commerce candidate profiler.\n\n"
         f"What the user is shopping for:\n{context}\n\n"
         f"Candidate products:\n{numbered(choices)}\n\n"
-        "For each candidate, write one line 'N: <why the user would or would not view it next>'."
+        "For each candidate, write one line: its number, then why the user would or would not view it next."
     )
     return [{"role": "user", "content": user}]
 

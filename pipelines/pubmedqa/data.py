@@ -1,7 +1,7 @@
 """PubMedQA (expert-labelled PQA-L) and the paper's splits: 475 train / 25 validation / 500 test.
 
 Test is the official 500 ids of test_ground_truth.json; train is the other 500 in file order, and
-the last 5% of it is validation (the official Optimas code). Where test_ground_truth.json is
+the last 5% of it is validation (the official Optimas code). Every split keeps ori_pqal.json's order. Where test_ground_truth.json is
 absent (the hub fallback), the official test ids are regenerated with the PubMedQA authors' own
 split recipe (preprocess/split_dataset.py: seed 0, label-stratified halving), which reproduces
 test_ground_truth.json exactly from ori_pqal.json (tests check this).
@@ -36,8 +36,11 @@ def load_splits(data_dir: str | os.PathLike | None = None) -> Splits:
             f"use the {DATA_FILE} and {TEST_IDS_FILE} of the same PubMedQA release",
         )
     train_val = [example for pmid, example in rows.items() if pmid not in test_set]
+    # Test in data-file order too: test_ground_truth.json lists every 'yes' before any 'no', so a
+    # budget that keeps the first N test questions would otherwise score on 'yes' questions only.
+    test = [example for pmid, example in rows.items() if pmid in test_set]
     n_train = int(len(train_val) * (1 - VALIDATION_FRACTION))
-    return Splits(train=train_val[:n_train], val=train_val[n_train:], test=[rows[pmid] for pmid in test_ids])
+    return Splits(train=train_val[:n_train], val=train_val[n_train:], test=test)
 
 
 def official_test_ids(labels: dict[str, str]) -> list[str]:
