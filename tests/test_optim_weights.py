@@ -13,63 +13,20 @@ from optimas_cli.system.component import Component, ConfigKind
 from optimas_cli.system.context import RunContext
 from optimas_cli.system.ledger import RunLedger
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|> {% endif %}"
-)
-CORPUS = [
-    "the cat sat on a mat and ate an apple",
-    "a small model answers every question with a short answer",
-    "reviews say the product is good or bad and the user buys it",
-] * 20
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    """A 2-layer Llama with a word-level tokenizer trained here: random weights, real architecture."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    specials = ["<pad>", "<s>", "<|end|>", "<|user|>", "<|system|>", "<|assistant|>"]
-    tok = Tokenizer(models.WordLevel(unk_token="<pad>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.train_from_iterator(CORPUS, trainers.WordLevelTrainer(special_tokens=specials))
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="<|end|>", unk_token="<pad>"
-    )
-    tokenizer.chat_template = CHAT_TEMPLATE
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
-
 
 class Reviewer(Component):
-    """A weights-kind component: a local LM (base + LoRA adapter) writes a verdict for a review."""
+    """A weights-kind component: the tiny local LM (base + LoRA adapter, served by the real local
+    provider) writes a verdict for a review."""
 
-    def __init__(self, base: str):
+    def __init__(self, base_model: str):
         super().__init__(
             name="reviewer", description="judges a review", inputs=("review",), outputs=("verdict",),
             kind=ConfigKind.WEIGHTS,
         )
-        self.base = base
-        self.forward_calls = 0
+        self.base_model = base_model
 
     def base_model_path(self) -> str:
-        return self.base
+        return self.base_model
 
     def build_messages(self, inputs: dict, value) -> list[dict]:
         return [{"role": "user", "content": inputs["review"]}]
@@ -78,23 +35,9 @@ class Reviewer(Component):
         return {"verdict": text.strip()}
 
     def forward(self, inputs, value, ctx):
-        # Stands in for the LM layer serving base + adapter: greedy generation through peft.
-        from peft import PeftModel
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        self.forward_calls += 1
-        tokenizer = AutoTokenizer.from_pretrained(self.base)
-        model = AutoModelForCausalLM.from_pretrained(self.base)
-        if value:
-            model = PeftModel.from_pretrained(model, value)
-        outs = []
-        for x in inputs:
-            ids = tokenizer.apply_chat_template(
-                self.build_messages(x, value), add_generation_prompt=True, return_tensors="pt", return_dict=True
-            )
-            gen = model.generate(**ids, max_new_tokens=8, do_sample=False)
-            outs.append(self.parse_output(tokenizer.decode(gen[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)))
-        return outs
+        messages = [self.build_messages(x, value) for x in inputs]
+        texts = ctx.complete(self.name, messages, model=self.base_model, adapter=value, max_tokens=8)
+        return [self.parse_output(t) for t in texts]
 
 
 class LetterReward:
@@ -117,9 +60,9 @@ def _lora_tensors(folder) -> dict[str, torch.Tensor]:
     return load_file(f"{folder}/adapter_model.safetensors")
 
 
-def test_grpo_steps_train_a_fresh_adapter_then_continue_it(tiny_model, tmp_path):
+def test_grpo_steps_train_a_fresh_adapter_then_continue_it(tiny_model, tiny_lm, tmp_path):
     component, lrf = Reviewer(tiny_model), LetterReward()
-    ctx = RunContext(ledger=RunLedger(1), phase="local_optimization", seed=3)
+    ctx = RunContext(ledger=RunLedger(1), lm=tiny_lm, phase="local_optimization", seed=3)
     cfg = {"weights": {**SETTINGS, "work_dir": str(tmp_path / "adapters")}}
 
     first = optimize_component(component, None, SEARCH, lrf, ctx, cfg)
@@ -130,6 +73,7 @@ def test_grpo_steps_train_a_fresh_adapter_then_continue_it(tiny_model, tmp_path)
     assert log["algorithm"] == "GRPO" and len(log["train_rewards"]) == 2
     assert first.local_score is not None and first.baseline_score is not None
     assert ctx.ledger.executions["local_optimization"]["reviewer"] == 2 * len(SEARCH)
+    assert lrf.calls == 2 + 2  # r_k as the reward of each GRPO step's completions, then current vs new
 
     second = optimize_component(component, first.value, SEARCH, lrf, ctx, cfg)
     assert second.value != first.value and second.details["parent_adapter"] == first.value
@@ -147,8 +91,8 @@ def test_weights_component_without_the_contract_is_a_user_error(tiny_model, tmp_
         weights.propose(Reviewer(tiny_model), None, SEARCH, LetterReward(), ctx, {})
 
 
-def test_base_model_must_be_a_model_folder_or_a_shipped_model(tmp_path):
-    with pytest.raises(UserError, match="neither a transformers folder"):
+def test_base_model_is_a_folder_or_a_local_model_name(tiny_model, tiny_model_dir, tmp_path):
+    assert weights.resolve_base_model(tiny_model) == str(tiny_model_dir.resolve())
+    assert weights.resolve_base_model(str(tiny_model_dir)) == str(tiny_model_dir)
+    with pytest.raises(UserError, match="unknown local model"):
         weights.resolve_base_model(str(tmp_path))
-    with pytest.raises(UserError, match="local/smollm2-135m-instruct"):
-        weights.resolve_base_model("local/no-such-model")

@@ -18,9 +18,9 @@ to the LM with `adapter=value`):
     parse_output(text) -> dict                        the declared output fields read from one
                                                       completion; must not raise on junk text
     base_model_path() -> str                          the transformers folder the adapter applies
-                                                      to, or a shipped local model name such as
-                                                      "local/smollm2-135m-instruct" (converted by
-                                                      the LM layer); or pass base_model_path=
+                                                      to, or a local model name of the LM layer
+                                                      ("local/smollm2-135m-instruct"); or pass
+                                                      base_model_path= to propose()
 
 Settings (cfg): work_dir (required: adapters are saved in fresh folders under it), steps 3,
 prompts_per_step 2, num_generations 4, max_completion_length 64, learning_rate 1e-4, beta 0.0
@@ -50,22 +50,14 @@ CONTRACT = ("build_messages", "parse_output")
 
 
 def resolve_base_model(name_or_path: str) -> str:
-    """A transformers folder for the base model: a folder as given, or a shipped local model name
-    ("local/smollm2-135m-instruct") converted once by the LM layer."""
+    """A transformers folder for the base model: a folder as given, else the LM layer's folder behind
+    a local model name ("local/smollm2-135m-instruct", converted once; or a registered folder)."""
     path = Path(str(name_or_path)).expanduser()
     if (path / "config.json").is_file():
         return str(path)
-    from optimas_cli.lm import convert
+    from optimas_cli.lm import local_model_folder
 
-    name = str(name_or_path).removeprefix("local/")
-    if name in convert.SHIPPED_MODELS:
-        return str(convert.converted_model_dir(name))
-    raise UserError(
-        f"the base model {name_or_path!r} of a weights-kind component is neither a transformers folder "
-        "nor a shipped local model",
-        f"return a folder with config.json from base_model_path(), or one of "
-        f"{sorted('local/' + n for n in convert.SHIPPED_MODELS)}",
-    )
+    return str(local_model_folder(str(name_or_path)))
 
 
 def _require_contract(component: Component, base_model_path: str | None) -> str:
