@@ -18,7 +18,8 @@ from typing import Protocol
 
 import bm25s
 
-CACHE_ENV = "OPTIMAS_CACHE_DIR"
+from optimas_cli.lm.paths import cache_root
+
 STOPWORDS = "en"
 # Bump when the tokenization or the way documents are built changes, so stale caches are not reused.
 INDEX_FORMAT = 1
@@ -38,10 +39,6 @@ class PassageSearch(Protocol):
     def search(self, queries: list[str], k: int) -> list[list[Passage]]:
         """The top-k passages for each query, best first (fewer when fewer match)."""
         ...
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or "~/.cache/optimas").expanduser()
 
 
 def _fingerprint(passages: list[Passage]) -> str:
