@@ -1,0 +1,97 @@
+"""`optimas report <run folders | multirun folders> [--out DIR]`: Tables 2-4, CSVs and plots from finished runs."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.markdown import Markdown
+
+from optimas_cli.errors import UserError
+from optimas_cli.report import plots, tables
+from optimas_cli.report.render import markdown, write_csv
+from optimas_cli.report.runs import RunSet, load_runs
+from optimas_cli.report.variants import assign
+
+USAGE = "optimas report RUN_OR_MULTIRUN_FOLDER [...] [--out DIR]"
+
+
+def parse(args: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="optimas report", usage=USAGE, description=__doc__)
+    parser.add_argument("folders", nargs="+", help="run folders, or folders above them (a Hydra multirun folder)")
+    parser.add_argument("--out", help="where to write report.md, the CSVs and plots/ "
+                                      "(default: <folder>/report for one folder, else ./report)")
+    return parser.parse_args(args)
+
+
+def report_main(args: list[str]) -> int:
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        opts = parse(args)
+    except SystemExit as exc:  # argparse already printed the usage line
+        return 0 if exc.code == 0 else 2
+    try:
+        found = load_runs(opts.folders)
+    except UserError as err:
+        print(f"optimas: {err}", file=sys.stderr)
+        return 2
+    out = Path(opts.out) if opts.out else (Path(opts.folders[0]) / "report" if len(opts.folders) == 1 else Path("report"))
+    text = write_report(found, out)
+    console.print(Markdown(text))
+    if found.problems:
+        console.print(f"[yellow]{len(found.problems)} run folder(s) left out; reasons in {out / 'report.md'}[/]")
+    console.print(f"report: {out / 'report.md'} · CSV and plots beside it")
+    return 0 if found.runs else 1
+
+
+def write_report(found: RunSet, out: Path) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    runs = found.runs
+    # Repeats (seeds) share a label and are averaged; ablation values and other budgets get their own.
+    assign(runs, lambda r: (r.pipeline, r.method), "variant")
+    assign([r for r in runs if "lrf" in r.results], lambda r: (r.pipeline,), "lrf_variant", exclude=("method",))
+    sources = (f"Source: {len(runs)} run(s) under {', '.join(found.sources)}"
+               + (f"; {len(found.problems)} left out (listed below)" if found.problems else "")
+               + "; every run is listed in runs.csv.")
+    made = [tables.table2(runs, sources), tables.table3(runs, sources), tables.table4(runs, sources)]
+    for table in made:
+        write_csv(out / f"{table.name}.csv", table.csv_headers, table.csv_rows)
+    write_csv(out / "table4_components.csv", *tables.component_rows(runs))
+    write_csv(out / "runs.csv", *run_rows(found))
+
+    (out / "plots").mkdir(exist_ok=True)
+    images = [
+        ("Validation reward per iteration", plots.plot_validation(runs, out / "plots" / "validation_reward.png")),
+        ("Test score vs system runs spent", plots.plot_accuracy_vs_runs(runs, out / "plots" / "accuracy_vs_runs.png")),
+    ]
+    parts = ["# Optimas report", "", f"{len(runs)} run(s) from {', '.join(found.sources)}.", ""]
+    parts += [markdown(t) for t in made]
+    parts.append("### Plots\n")
+    for title, path in images:
+        parts.append(f"![{title}](plots/{path.name})\n" if path else f"- {title}: no run to plot.\n")
+    parts.append(problems_section(found))
+    text = "\n".join(parts)
+    (out / "report.md").write_text(text)
+    return text
+
+
+def problems_section(found: RunSet) -> str:
+    if not found.problems:
+        return "### Runs left out\n\nNone: every run folder had a complete results.json.\n"
+    lines = ["### Runs left out", "", "| Folder | Reason |", "|---|---|"]
+    lines += [f"| {p.folder} | {p.reason.replace('|', '/')} |" for p in found.problems]
+    return "\n".join(lines) + "\n"
+
+
+def run_rows(found: RunSet) -> tuple[list[str], list[list]]:
+    headers = ["folder", "status", "pipeline", "method", "variant", "test_mean", "test_std", "test_n",
+               "system_runs", "lm_tokens", "reason"]
+    rows = []
+    for run in found.runs:
+        test = run.results.get("test") or {}
+        ledger = run.results.get("ledger") or {}
+        rows.append([str(run.folder), "ok", run.pipeline, run.method, run.variant, test.get("mean"), test.get("std"),
+                     test.get("n"), ledger.get("runs"), ledger.get("tokens"), ""])
+    rows += [[str(p.folder), "left out", "", "", "", None, None, None, None, None, p.reason] for p in found.problems]
+    return headers, rows

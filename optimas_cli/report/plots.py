@@ -1,0 +1,92 @@
+"""PNG plots: validation reward per Algorithm 1 iteration, and test score against system runs spent."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on servers and CI
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from optimas_cli.report.runs import Run  # noqa: E402
+from optimas_cli.report.tables import method_key, method_label, optimization_runs  # noqa: E402
+
+
+def _grid(n: int):
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat)
+
+
+def _by_pipeline(runs: list[Run]) -> dict[str, list[Run]]:
+    out: dict[str, list[Run]] = defaultdict(list)
+    for run in sorted(runs, key=lambda r: (r.pipeline, method_key(r.method, r.variant), str(r.folder))):
+        out[run.pipeline].append(run)
+    return dict(sorted(out.items()))
+
+
+def validation_curve(run: Run) -> tuple[list[int], list[float], str]:
+    """Iteration 0 is the start; the validation total is divided by the validation size when known."""
+    history = run.results["history"]
+    size = (run.results.get("splits") or {}).get("val")
+    scale = float(size) if size else 1.0
+    xs = [0] + [int(e.get("iteration", i + 1)) for i, e in enumerate(history)]
+    ys = [float(history[0]["val_before"]) / scale] + [float(e["val_after"]) / scale for e in history]
+    return xs, ys, "mean" if size else "sum"
+
+
+def plot_validation(runs: list[Run], path: Path) -> Path | None:
+    with_history = [r for r in runs if isinstance(r.results.get("history"), list) and r.results["history"]
+                    and all(isinstance(e, dict) and {"val_before", "val_after"} <= set(e) for e in r.results["history"])]
+    if not with_history:
+        return None
+    groups = _by_pipeline(with_history)
+    fig, axes = _grid(len(groups))
+    for ax, (pipeline, members) in zip(axes, groups.items(), strict=False):
+        kind = "mean"
+        for run in members:
+            xs, ys, kind = validation_curve(run)
+            ax.step(xs, ys, where="post", marker="o", markersize=3,
+                    label=f"{method_label(run.method, run.variant)} · {run.folder.name}")
+            accepted = [(x, y) for x, y, e in zip(xs[1:], ys[1:], run.results["history"], strict=True) if e.get("accepted")]
+            if accepted:
+                ax.scatter(*zip(*accepted, strict=True), s=30, facecolors="none", edgecolors="black", zorder=3)
+        ax.set(title=pipeline, xlabel="iteration", ylabel=f"validation reward ({kind})")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Validation reward per iteration (circled: accepted updates)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_accuracy_vs_runs(runs: list[Run], path: Path) -> Path | None:
+    scored = [r for r in runs if r.kind == "run"]
+    if not scored:
+        return None
+    groups = _by_pipeline(scored)
+    fig, axes = _grid(len(groups))
+    for ax, (pipeline, members) in zip(axes, groups.items(), strict=False):
+        by_method: dict[str, list[Run]] = defaultdict(list)
+        for run in members:
+            by_method[method_label(run.method, run.variant)].append(run)
+        for label, group in by_method.items():
+            xs = [optimization_runs(r.results["ledger"]) for r in group]
+            ys = [float(r.results["test"]["mean"]) for r in group]
+            ax.scatter(xs, ys, label=label, s=36)
+        ax.set(title=pipeline, xlabel="system runs spent optimizing", ylabel=f"test {members[0].results['metric']}")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Test score vs optimization cost (one point per run)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

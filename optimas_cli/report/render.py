@@ -1,0 +1,32 @@
+"""Tables to Markdown (report.md, printed with rich) and to CSV (unrounded values)."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from optimas_cli.report.table import Table
+
+
+def _escape(cell: str) -> str:
+    return cell.replace("|", "\\|")
+
+
+def markdown(table: Table) -> str:
+    lines = [f"### {table.title}", "", "| " + " | ".join(table.headers) + " |",
+             "|" + "|".join(["---"] * table.left + ["---:"] * (len(table.headers) - table.left)) + "|"]
+    for i, row in enumerate(table.rows):
+        cells = [f"**{_escape(c)}**" if (i, j) in table.bold else _escape(c) for j, c in enumerate(row)]
+        lines.append("| " + " | ".join(cells) + " |")
+    if not table.rows:
+        lines.append("| " + " | ".join(["(no runs)"] + [""] * (len(table.headers) - 1)) + " |")
+    lines += ["", f"<sub>{table.footnote}</sub>", ""]
+    return "\n".join(lines)
+
+
+def write_csv(path: Path, headers: list[str], rows: list[list]) -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(headers)
+        for row in rows:
+            writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else v for v in row])
+    return path

@@ -1,0 +1,151 @@
+"""Finding run folders and reading their results.json; a run that cannot be read becomes a Problem."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from optimas_cli.errors import UserError
+
+# A folder is a run folder when optimas (or Hydra on its behalf) wrote one of these into it.
+RUN_MARKERS = ("results.json", "config.yaml", "optimas.log", ".hydra")
+
+# What each kind of run must hold for its tables; a missing key makes the run a Problem.
+REQUIRED = {
+    "run": ("pipeline", "method", "metric", "test.mean", "test.std", "test.scores", "test.n", "ledger.runs",
+            "ledger.tokens", "ledger.calls"),
+    "train-lrf": ("pipeline", "method", "lrf.components", "lrf.mean_pairwise_accuracy", "ledger.runs"),
+    "collect": ("pipeline", "method", "ledger.runs"),
+}
+LRF_COMPONENT_KEYS = ("pairwise_accuracy", "judge_accuracy", "n_pairs")
+
+
+@dataclass
+class Run:
+    folder: Path
+    results: dict
+    variant: str = ""  # what sets this run apart from others of its pipeline x method (set by variants.py)
+    lrf_variant: str = ""
+
+    @property
+    def pipeline(self) -> str:
+        return str(self.results["pipeline"])
+
+    @property
+    def method(self) -> str:
+        return str(self.results["method"])
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.results)
+
+
+@dataclass
+class Problem:
+    folder: Path
+    reason: str
+
+
+@dataclass
+class RunSet:
+    runs: list[Run] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+
+def kind_of(results: dict) -> str:
+    method = results.get("method")
+    return method if method in ("train-lrf", "collect") else "run"
+
+
+def lookup(data: dict, dotted: str):
+    """data['a']['b'] for 'a.b'; raises KeyError naming the missing key."""
+    value = data
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(dotted)
+        value = value[part]
+    return value
+
+
+def is_run_folder(path: Path) -> bool:
+    return any((path / marker).exists() for marker in RUN_MARKERS)
+
+
+def find_run_folders(paths: list[str]) -> list[Path]:
+    """Run folders named directly, or found below the given folders (a Hydra multirun folder)."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise UserError(f"no such folder: {raw}", "pass run folders or a multirun folder (e.g. multirun/<date>/<time>)")
+        if path.is_file():
+            if path.name != "results.json":
+                raise UserError(f"{raw} is a file, not a run folder", "pass the folder that holds results.json")
+            path = path.parent
+        if is_run_folder(path):
+            found.append(path)
+            continue
+        for root, dirs, _ in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .submitit, .hydra: launcher files
+            here = Path(root)
+            if here != path and is_run_folder(here):
+                found.append(here)
+                dirs[:] = []  # lrf/, adapters/ inside a run are not runs
+    unique = list(dict.fromkeys(p.resolve() for p in found))
+    return unique
+
+
+def read_run(folder: Path) -> Run | Problem:
+    target = folder / "results.json"
+    if not target.exists():
+        return Problem(folder, "no results.json: the run did not finish (see its optimas.log)")
+    try:
+        results = json.loads(target.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return Problem(folder, f"results.json is not valid JSON ({exc}); half-written or edited by hand")
+    if not isinstance(results, dict):
+        return Problem(folder, "results.json does not hold a JSON object")
+    missing = [key for key in REQUIRED[kind_of(results)] if not _has(results, key)]
+    if missing:
+        return Problem(folder, f"results.json lacks {', '.join(missing)}")
+    if not isinstance(results.get("test", {}).get("mean", 0.0), (int, float)):
+        return Problem(folder, "results.json: test.mean is not a number")
+    if "lrf" in results:
+        broken = _lrf_problem(results["lrf"])
+        if broken:
+            return Problem(folder, f"results.json: {broken}")
+    return Run(folder, results)
+
+
+def _has(results: dict, key: str) -> bool:
+    try:
+        lookup(results, key)
+    except KeyError:
+        return False
+    return True
+
+
+def _lrf_problem(lrf) -> str | None:
+    if not isinstance(lrf, dict) or not isinstance(lrf.get("components"), dict):
+        return "lrf lacks components"
+    if "mean_pairwise_accuracy" not in lrf:
+        return "lrf lacks mean_pairwise_accuracy"
+    for name, row in lrf["components"].items():
+        missing = [k for k in LRF_COMPONENT_KEYS if not isinstance(row, dict) or k not in row]
+        if missing:
+            return f"lrf.components.{name} lacks {', '.join(missing)}"
+    return None
+
+
+def load_runs(paths: list[str]) -> RunSet:
+    folders = find_run_folders(paths)
+    if not folders:
+        raise UserError(f"no run folders under {', '.join(paths)}",
+                        "pass folders written by `optimas run` (they hold results.json and config.yaml)")
+    out = RunSet(sources=list(paths))
+    for folder in folders:
+        item = read_run(folder)
+        (out.runs if isinstance(item, Run) else out.problems).append(item)
+    return out

@@ -1,0 +1,202 @@
+"""`optimas report`: tables reproduce results.json exactly, repeats are averaged, ablation values get
+their own columns, broken runs are listed with a reason, plots are written.
+
+Real toy runs come from the CLI (toy pipelines, method=unoptimized); the optimas-style runs (history,
+lrf alignment) are results.json files written here from a real run's config."""
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from optimas_cli.cli import main as cli_main
+from optimas_cli.report.runs import Run
+from optimas_cli.report.variants import labels
+
+
+def optimas(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def fake_optimas(base: dict, *, seed: int, mean: float, fresh_size: int | None = None, pipeline: str | None = None,
+                 method: str = "optimas") -> dict:
+    """An optimas-style results.json built on a real run's results: new test scores, history, lrf block."""
+    results = copy.deepcopy(base)
+    results["method"] = method
+    if pipeline:
+        results["pipeline"] = pipeline
+    results["test"] = {"mean": mean, "std": 0.0125 * (seed + 1), "scores": [mean - 0.01, mean, mean + 0.01], "n": 5}
+    results["ledger"] = {"runs": 42.5 + seed, "calls": 300 + seed, "tokens": 12345 + seed, "cost": 0.0, "seconds": 3.0,
+                         "by_phase": {"test": {"runs": 15.0}, "final_validation": {"runs": 5.0},
+                                      "validation": {"runs": 12.5 + seed}}, "lm": {}}
+    results["history"] = [
+        {"iteration": 1, "component": "hinter", "val_before": 2.1, "val_after": 2.1, "val_candidate": 1.9, "accepted": False},
+        {"iteration": 2, "component": "hinter", "val_before": 2.1, "val_after": 2.6, "val_candidate": 2.6, "accepted": True},
+        {"iteration": 3, "component": "answerer", "val_before": 2.6, "val_after": 2.6, "accepted": False},
+    ]
+    results["lrf"] = {
+        "components": {"hinter": {"pairwise_accuracy": 0.8 + 0.05 * seed, "judge_accuracy": 0.5, "n_pairs": 10},
+                       "answerer": {"pairwise_accuracy": 0.7, "judge_accuracy": 0.45, "n_pairs": 6}},
+        "mean_pairwise_accuracy": 0.75 + 0.025 * seed, "mean_judge_accuracy": 0.475, "measured_on": "heldout",
+    }
+    results["config"]["seed"] = seed
+    results["config"]["method"] = {"name": method, "seed": seed}
+    if fresh_size is not None:
+        results["config"]["budget"]["fresh_size"] = fresh_size
+    return results
+
+
+def write(folder: Path, name: str, text: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("runs")
+    proc = optimas("run", "-m", "pipeline=toy_hint,toy_retriever", "method=unoptimized",
+                   f"hydra.sweep.dir={root / 'sweep'}", cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    base = json.loads((root / "sweep" / "0-toy_hint-unoptimized" / "results.json").read_text())
+    fakes = {
+        "optimas-seed0": fake_optimas(base, seed=0, mean=0.5),
+        "optimas-seed1": fake_optimas(base, seed=1, mean=0.6),
+        "optimas-fresh10": fake_optimas(base, seed=0, mean=0.3, fresh_size=10, pipeline="toy_retriever"),
+        "optimas-fresh20": fake_optimas(base, seed=0, mean=0.25, fresh_size=20, pipeline="toy_retriever"),
+    }
+    for name, results in fakes.items():
+        write(root / "fake" / name, "results.json", json.dumps(results))
+    lrf_only = {k: v for k, v in fakes["optimas-seed0"].items() if k not in ("test", "validation", "history")}
+    lrf_only.update(method="train-lrf", pipeline="toy_hint")
+    lrf_only["config"] = {**lrf_only["config"], "lrf": {**lrf_only["config"]["lrf"], "name": "other_backbone"}}
+    lrf_only["lrf"] = {**lrf_only["lrf"], "mean_judge_accuracy": None, "measured_on": "train"}
+    write(root / "fake" / "train-lrf", "results.json", json.dumps(lrf_only))
+    # Broken runs: killed before results.json, cut off mid-write, and missing the test block.
+    write(root / "fake" / "killed", "config.yaml", "pipeline: {}\n")
+    write(root / "fake" / "half-written", "results.json", json.dumps(fakes["optimas-seed0"])[:200])
+    no_test = {k: v for k, v in base.items() if k != "test"}
+    write(root / "fake" / "no-test", "results.json", json.dumps(no_test))
+    assert cli_main(["report", str(root / "sweep"), str(root / "fake"), "--out", str(root / "report")]) == 0
+    return root
+
+
+def read_csv(path: Path) -> list[dict]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def results_of(root: Path, *parts: str) -> dict:
+    return json.loads(root.joinpath(*parts, "results.json").read_text())
+
+
+def test_table2_equals_results_json_exactly(runs):
+    rows = {(r["pipeline"], r["method"], r["variant"]): r for r in read_csv(runs / "report" / "table2.csv")}
+    for job in ("0-toy_hint-unoptimized", "1-toy_retriever-unoptimized"):
+        results = results_of(runs, "sweep", job)
+        row = rows[(results["pipeline"], "unoptimized", "")]
+        assert float(row["mean"]) == results["test"]["mean"] and float(row["std"]) == results["test"]["std"]
+        assert row["runs"] == "1" and row["metric"] == results["metric"]
+    # Two seeds of the same pipeline x method: averaged, std over their means, count 2.
+    hint = rows[("toy_hint", "optimas", "")]
+    assert (float(hint["mean"]), float(hint["std"]), hint["runs"]) == (statistics.fmean([0.5, 0.6]),
+                                                                         statistics.pstdev([0.5, 0.6]), "2")
+    baseline = results_of(runs, "sweep", "0-toy_hint-unoptimized")["test"]["mean"]
+    gain = 100 * (statistics.fmean([0.5, 0.6]) - baseline) / baseline
+    assert float(hint["optimas_vs_best_baseline_pct"]) == gain and hint["best_baseline"] == "Unoptimized"
+
+
+def test_ablation_values_get_their_own_columns(runs):
+    rows = {(r["pipeline"], r["variant"]): r for r in read_csv(runs / "report" / "table2.csv") if r["method"] == "optimas"}
+    assert float(rows[("toy_retriever", "budget.fresh_size=10")]["mean"]) == 0.3
+    assert float(rows[("toy_retriever", "budget.fresh_size=20")]["mean"]) == 0.25
+    text = (runs / "report" / "report.md").read_text()
+    assert "Optimas [budget.fresh_size=10]" in text and "Optimas [budget.fresh_size=20]" in text
+
+
+def test_markdown_bolds_the_best_of_each_row(runs):
+    line = next(x for x in (runs / "report" / "report.md").read_text().splitlines() if x.startswith("| toy_hint |"))
+    assert "**0.5500 ± 0.0500 (×2)**" in line
+    assert "| 0.4200 ± 0.0000 |" in line  # the unoptimized baseline, not bold
+    assert "+31.0% vs Unoptimized" in line
+
+
+def test_table3_costs_equal_the_ledgers(runs):
+    rows = {(r["pipeline"], r["method"], r["variant"]): r for r in read_csv(runs / "report" / "table3.csv")}
+    for job in ("0-toy_hint-unoptimized", "1-toy_retriever-unoptimized"):
+        ledger = results_of(runs, "sweep", job)["ledger"]
+        row = rows[(results_of(runs, "sweep", job)["pipeline"], "unoptimized", "")]
+        assert float(row["system_runs"]) == ledger["runs"] and int(row["lm_tokens"]) == ledger["tokens"]
+        assert float(row["optimization_runs"]) == 0.0  # unoptimized: only final validation and test
+    hint = rows[("toy_hint", "optimas", "")]
+    assert float(hint["system_runs"]) == 43.0 and float(hint["optimization_runs"]) == 23.0  # mean of 22.5, 23.5
+    assert float(hint["lm_tokens"]) == 12345.5
+
+
+def test_table4_alignment_per_pipeline(runs):
+    rows = {(r["pipeline"], r["variant"]): r for r in read_csv(runs / "report" / "table4.csv")}
+    hint = rows[("toy_hint", "lrf=minilm")]  # the two optimas seeds; the train-lrf run used another backbone
+    assert float(hint["lrf_accuracy"]) == statistics.fmean([0.75, 0.775]) and hint["runs"] == "2"
+    assert float(hint["judge_accuracy"]) == 0.475 and hint["judge_runs"] == "2" and hint["pairs"] == "32"
+    other = rows[("toy_hint", "lrf=other_backbone")]
+    assert other["judge_accuracy"] == "" and other["judge_runs"] == "0"  # no judge ran: empty, not zero
+    assert float(other["lrf_accuracy"]) == 0.75 and other["measured_on"] == "train"
+    retriever = {k: v for k, v in rows.items() if k[0] == "toy_retriever"}
+    assert set(retriever) == {("toy_retriever", "budget.fresh_size=10"), ("toy_retriever", "budget.fresh_size=20")}
+    text = (runs / "report" / "report.md").read_text()
+    assert "| **76.25% ± 1.25 (×2)** | 47.50% ± 0.00 (×2) | 32 held-out |" in text
+    assert "| **75.00%** | n/a | 16 train pairs* |" in text
+    components = read_csv(runs / "report" / "table4_components.csv")
+    assert {float(c["pairwise_accuracy"]) for c in components if c["component"] == "hinter"} == {0.8, 0.8 + 0.05}
+
+
+def test_broken_runs_are_listed_with_their_reason(runs):
+    text = (runs / "report" / "report.md").read_text()
+    left = {Path(r["folder"]).name: r["reason"] for r in read_csv(runs / "report" / "runs.csv") if r["status"] == "left out"}
+    assert set(left) == {"killed", "half-written", "no-test"}
+    assert "no results.json" in left["killed"]
+    assert "not valid JSON" in left["half-written"]
+    assert "lacks test.mean" in left["no-test"]
+    for name, reason in left.items():
+        assert name in text and reason.split(" (")[0] in text
+    assert "3 left out" in text
+
+
+def test_plots_are_written(runs):
+    for name in ("validation_reward.png", "accuracy_vs_runs.png"):
+        data = (runs / "report" / "plots" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+        assert f"plots/{name}" in (runs / "report" / "report.md").read_text()
+
+
+def test_bad_folder_is_a_one_line_error(tmp_path, capsys):
+    assert cli_main(["report", str(tmp_path / "nope")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+
+
+def test_only_broken_runs_exit_1_and_still_list_them(tmp_path):
+    write(tmp_path / "runs" / "a", "results.json", "{")
+    assert cli_main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 1
+    assert "not valid JSON" in (tmp_path / "out" / "report.md").read_text()
+
+
+def _run(config: dict) -> Run:
+    return Run(Path("x"), {"pipeline": "p", "method": "m", "config": config})
+
+
+def test_variant_labels_ignore_seeds_and_name_swapped_groups():
+    base = {"seed": 0, "data_dir": "/a", "budget": {"name": "small", "fresh_size": 6}, "lrf": {"name": "minilm", "lr": 1}}
+    repeat = {**base, "seed": 1, "data_dir": "/b"}
+    assert labels([_run(base), _run(repeat)]) == ["", ""]
+    ablation = {**base, "budget": {"name": "small", "fresh_size": 10}}
+    assert labels([_run(base), _run(ablation)]) == ["budget.fresh_size=6", "budget.fresh_size=10"]
+    other_lrf = {**base, "lrf": {"name": "llama3_8b_lora", "lr": 2}}
+    assert labels([_run(base), _run(other_lrf)]) == ["lrf=minilm", "lrf=llama3_8b_lora"]
