@@ -112,11 +112,14 @@ def _compose_first(parsed) -> None:
 
 
 def quiet_libraries() -> None:
-    """litellm's per-call INFO lines and the weight-loading bars would drown the run's own progress
-    lines on the terminal; these must be set before those libraries are imported."""
+    """Library defaults for a terminal run, set before those libraries are imported: litellm's
+    per-call INFO lines and weight-loading bars would drown the run's own progress lines."""
     os.environ.setdefault("LITELLM_LOG", "ERROR")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Idle OpenMP threads sleep instead of spinning: generation in the provider's thread and LRF
+    # training in the main thread share the cores, and spinning stalls both on a busy machine.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def main(argv: list[str] | None = None) -> int:
