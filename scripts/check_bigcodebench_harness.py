@@ -42,10 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="wall seconds per task")
     ap.add_argument("--memory-mb", type=int, default=4096)
     ap.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    ap.add_argument("--only", default=None, help="only these task numbers, e.g. 35,36,1127")
     ap.add_argument("--json-out", default=None, help="write per-task outcomes here")
     args = ap.parse_args(argv)
 
     tasks = load_tasks(args.data_dir)[: args.limit]
+    if args.only:
+        wanted = {f"BigCodeBench/{n.strip()}" for n in args.only.split(",")}
+        tasks = [t for t in tasks if t["task_id"] in wanted]
     skipped = {t["task_id"]: missing_libs(t["libs"]) for t in tasks}
     skipped = {k: v for k, v in skipped.items() if v}
     runnable = [t for t in tasks if t["task_id"] not in skipped]

@@ -3,7 +3,8 @@
 Started as `python -S -B -m optimas_cli.sandbox.launcher` in a new session; reads its job spec
 (JSON) on stdin and writes one JSON report to the file descriptor the spec names. It
  1. enters new mount, PID and network namespaces, each tried alone so that a refusal (not root,
-    no Linux) only loses that layer, and records which ones took;
+    no Linux) only loses that layer, and records which ones took; the new network namespace has
+    only its own loopback, brought up so the program can reach itself (never the host);
  2. builds the private filesystem view (mounts.py) when it has a mount namespace;
  3. forks a trusted init, PID 1 of the new PID namespace: it mounts a private /proc, forks the
     program and reaps; when it exits the kernel kills whatever is left in the namespace, so a
@@ -146,6 +147,11 @@ def _isolate(spec: dict) -> tuple[dict, int | None]:
             iso[name] = True
         except OSError as exc:
             iso["notes"].append(f"{name}: namespace refused ({exc.strerror})")
+    if iso["network"]:
+        try:
+            linux.loopback_up()
+        except OSError as exc:
+            iso["notes"].append(f"network: private loopback stays down ({exc.strerror})")
     uid = spec["uid"]
     if iso["mount"]:
         try:

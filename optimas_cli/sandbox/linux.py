@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import fcntl
 import os
+import socket
+import struct
 import sys
 
 CLONE_NEWNS = 0x00020000
@@ -23,6 +26,8 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
@@ -65,3 +70,12 @@ def prctl(option: int, arg: int) -> None:
     _check(_lib().prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0),
                         ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl")
 
+
+
+def loopback_up() -> None:
+    """Bring up `lo` of the current (fresh) network namespace: the program may talk to itself
+    over 127.0.0.1 (servers in tests), while the host's own loopback stays out of reach."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))

@@ -209,7 +209,8 @@ def _killpg(pgid: int) -> None:
 def run_job(job: SandboxJob) -> SandboxResult:
     """Run one job to completion; never raises for anything the program does."""
     start = time.monotonic()
-    workdir = os.path.realpath(tempfile.mkdtemp(prefix="optimas-sandbox-"))
+    # No dash in the name: some BigCodeBench tasks split their temporary paths on "-".
+    workdir = os.path.realpath(tempfile.mkdtemp(prefix="optimas_sandbox_"))
     uid = None
     if job.limits.drop_privileges and hasattr(os, "geteuid") and os.geteuid() == 0:
         uid = UID_BASE + random.SystemRandom().randrange(UID_SPAN)
