@@ -1,0 +1,210 @@
+"""Preference collection (paper Section 4.1): candidate outputs of C_k scored by downstream Monte Carlo.
+
+For component C_k and a batch of training inputs:
+  1. run the system up to C_k (and every component that does not depend on C_k, which stays fixed);
+  2. draw candidate outputs y_k: the distinct values of a choice, or m samples of an LM/local model;
+  3. for each candidate, run what is downstream r times and average the global reward;
+  4. every two candidates of one input whose averages differ by more than epsilon form a pair.
+Everything is batched across examples (one downstream run per candidate index and repeat), so the
+LM layer sees large batches. Executions are counted by the run's ledger under `ctx.phase`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from itertools import combinations
+from typing import Any
+
+from optimas_cli.errors import UserError
+from optimas_cli.lrf.pairs import PreferencePair
+from optimas_cli.system.component import Component, ConfigKind
+from optimas_cli.system.compound import CompoundSystem, Trajectory
+from optimas_cli.system.configuration import SystemConfig
+from optimas_cli.system.context import RunContext
+
+log = logging.getLogger(__name__)
+
+COLLECTION_PHASE = "lrf_collection"
+
+MetricFn = Callable[[dict, dict], float]
+
+
+def _same_output(a: dict, b: dict) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def _fix_independent_components(
+    system: CompoundSystem, name: str, trajs: list[Trajectory], config: SystemConfig, ctx: RunContext
+) -> None:
+    """Run, once, the components after `name` that do not depend on it (parallel branches).
+
+    Their outputs must be held fixed across candidates (paper: "outputs from the non-downstream
+    components fixed"); otherwise every downstream run would re-sample them.
+    """
+    downstream = set(system.downstream(name))
+    after = system.order[system.order.index(name) + 1 :]
+    independent = [n for n in after if n not in downstream]
+    if independent:
+        # CompoundSystem has no public "run these components" entry; _execute is its batched stage runner.
+        system._execute(trajs, independent, config, ctx)
+
+
+def _draw_candidates(
+    comp: Component,
+    inputs: list[dict],
+    config: SystemConfig,
+    ctx: RunContext,
+    num_candidates: int,
+    temperature: float,
+    diverse: bool,
+) -> tuple[list[list[dict]], list[list[Any]]]:
+    """Per input, the list of candidate outputs, and the choice value behind each (None for samples)."""
+    if comp.kind is ConfigKind.CHOICE:
+        draws = [(value, comp.execute(inputs, value, ctx)) for value in comp.candidate_values()]
+    else:  # PROMPT / WEIGHTS: samples of the component under its current configuration
+        draws = [
+            (None, comp.execute(inputs, config[comp.name], ctx.replace(temperature=temperature, sample_index=ctx.sample_index + i)))
+            for i in range(num_candidates)
+        ]
+    candidates: list[list[dict]] = [[] for _ in inputs]
+    values: list[list[Any]] = [[] for _ in inputs]
+    for value, outputs in draws:
+        ctx.ledger.record(comp.name, len(inputs), ctx.phase)
+        for i, out in enumerate(outputs):
+            if diverse and any(_same_output(out, seen) for seen in candidates[i]):
+                continue
+            candidates[i].append(out)
+            values[i].append(value)
+    return candidates, values
+
+
+def _downstream_is_stochastic(system: CompoundSystem, name: str) -> bool:
+    return any(system.components[n].stochastic for n in system.downstream(name))
+
+
+def collect_pairs(
+    system: CompoundSystem,
+    config: SystemConfig,
+    component_name: str,
+    examples: Sequence[dict],
+    ctx: RunContext,
+    metric: MetricFn,
+    num_candidates: int = 4,
+    mc_repeats: int = 2,
+    epsilon: float = 0.0,
+    temperature: float = 1.0,
+    diverse: bool = True,
+    stats: dict | None = None,
+) -> list[PreferencePair]:
+    """Preference pairs for one component over `examples` (see the module docstring).
+
+    CHOICE components enumerate every value of the choice (`num_candidates` does not cap them: a
+    router needs pairs involving each value). PROMPT/WEIGHTS components draw `num_candidates`
+    samples at `temperature`, keeping distinct outputs only when `diverse`. NONE components have
+    nothing to optimize and yield no pairs. `mc_repeats` drops to 1 when nothing downstream is
+    stochastic. Two candidates with identical outputs never form a pair (there is nothing to rank);
+    `stats`, if given, is updated with counts of examples, candidates, pairs and near-ties.
+    """
+    if component_name not in system.components:
+        raise UserError(f"no component named {component_name!r}", f"choose one of {list(system.components)}")
+    comp = system.components[component_name]
+    if comp.kind is ConfigKind.NONE:
+        return []
+    if num_candidates < 1 or mc_repeats < 1:
+        raise UserError("num_candidates and mc_repeats must be at least 1", "fix lrf.collect in the config")
+    ctx = ctx.replace(phase=COLLECTION_PHASE)
+    trajs = system.run_until(component_name, examples, config, ctx)
+    _fix_independent_components(system, component_name, trajs, config, ctx)
+
+    # Inputs of C_k per example; skip examples where C_k does not run (its `when` is false).
+    active = []
+    for idx, t in enumerate(trajs):
+        x_k = {f: t.state.get(f) for f in comp.inputs}
+        if comp.when is None or comp.when(x_k):
+            active.append((idx, x_k))
+    if not active:
+        return []
+    inputs = [x for _, x in active]
+    candidates, values = _draw_candidates(comp, inputs, config, ctx, num_candidates, temperature, diverse)
+
+    repeats = mc_repeats if _downstream_is_stochastic(system, component_name) else 1
+    scores: list[list[list[float]]] = [[[] for _ in cands] for cands in candidates]
+    for j in range(max(len(c) for c in candidates)):
+        rows = [a for a, cands in enumerate(candidates) if len(cands) > j and len(cands) >= 2]
+        if not rows:
+            continue
+        base = [trajs[active[a][0]] for a in rows]
+        outs = [candidates[a][j] for a in rows]
+        for rep in range(repeats):
+            finished = system.run_after(
+                component_name, base, outs, config, ctx.replace(sample_index=ctx.sample_index + rep)
+            )
+            for a, t in zip(rows, finished, strict=True):
+                scores[a][j].append(metric(t.example, t.final(system.outputs)))
+
+    pairs: list[PreferencePair] = []
+    near_ties = identical = 0
+    for a, (_, x_k) in enumerate(active):
+        means = [statistics.fmean(s) for s in scores[a] if s]
+        for p, q in combinations(range(len(means)), 2):
+            if _same_output(candidates[a][p], candidates[a][q]):
+                identical += 1
+                continue
+            if abs(means[p] - means[q]) <= epsilon:
+                near_ties += 1
+                continue
+            hi, lo = (p, q) if means[p] > means[q] else (q, p)
+            meta = {}
+            if comp.kind is ConfigKind.CHOICE:
+                meta = {"chosen_value": values[a][hi], "rejected_value": values[a][lo]}
+            pairs.append(
+                PreferencePair(component_name, dict(x_k), dict(candidates[a][hi]), dict(candidates[a][lo]),
+                               means[hi], means[lo], meta)
+            )
+    if stats is not None:
+        stats["examples"] = stats.get("examples", 0) + len(active)
+        stats["candidates"] = stats.get("candidates", 0) + sum(len(c) for c in candidates)
+        stats["pairs"] = stats.get("pairs", 0) + len(pairs)
+        stats["near_ties"] = stats.get("near_ties", 0) + near_ties
+        stats["identical_outputs"] = stats.get("identical_outputs", 0) + identical
+    log.info("%s: %d pairs from %d inputs (%d within epsilon)", component_name, len(pairs), len(active), near_ties)
+    return pairs
+
+
+def optimizable_components(system: CompoundSystem) -> list[str]:
+    """Components with something to optimize (not NONE), in topological order."""
+    return [n for n in system.order if system.components[n].kind is not ConfigKind.NONE]
+
+
+def collect_all(
+    system: CompoundSystem,
+    config: SystemConfig,
+    examples: Sequence[dict],
+    ctx: RunContext,
+    metric: MetricFn,
+    components: Iterable[str] | None = None,
+    on_pairs: Callable[[str, list[PreferencePair]], None] | None = None,
+    stats: dict | None = None,
+    **options: Any,
+) -> dict[str, list[PreferencePair]]:
+    """Pairs for every optimizable component (or those named), calling `on_pairs(name, pairs)`
+    after each so the caller can persist progress and resume by passing the remaining names.
+
+    `options` are collect_pairs' keyword arguments (num_candidates, mc_repeats, epsilon, ...);
+    `stats`, if given, maps each component name to its collection counts.
+    """
+    names = optimizable_components(system) if components is None else list(components)
+    unknown = [n for n in names if n not in system.components]
+    if unknown:
+        raise UserError(f"unknown component(s) {unknown}", f"choose among {list(system.components)}")
+    result: dict[str, list[PreferencePair]] = {}
+    for name in names:
+        counts: dict = {}
+        result[name] = collect_pairs(system, config, name, examples, ctx, metric, stats=counts, **options)
+        if stats is not None:
+            stats[name] = counts
+        if on_pairs is not None:
+            on_pairs(name, result[name])
+    return result

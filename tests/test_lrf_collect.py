@@ -1,0 +1,265 @@
+"""Preference collection: exact pairs from small systems with known downstream rewards."""
+from __future__ import annotations
+
+import pytest
+from fakes import ScriptedLM
+
+from optimas_cli.errors import UserError
+from optimas_cli.lrf.collect import COLLECTION_PHASE, collect_all, collect_pairs
+from optimas_cli.system import Component, CompoundSystem, ConfigKind, RunContext, RunLedger
+
+
+class Prep(Component):
+    """Deterministic upstream step with nothing to optimize."""
+
+    def __init__(self):
+        super().__init__("prep", "normalizes the query", ("query",), ("clean",))
+
+    def forward(self, inputs, value, ctx):
+        return [{"clean": x["query"].strip().lower()} for x in inputs]
+
+
+class Picker(Component):
+    """A global choice: its output is the chosen value itself."""
+
+    def __init__(self, choices=(1, 2, 3), when=None):
+        super().__init__("picker", "picks how many passages to use", ("clean",), ("k",),
+                         kind=ConfigKind.CHOICE, default=choices[0], choices=choices, when=when)
+
+    def forward(self, inputs, value, ctx):
+        return [{"k": value} for _ in inputs]
+
+
+class Reader(Component):
+    """Deterministic downstream step (NONE): passes the choice on."""
+
+    def __init__(self):
+        super().__init__("reader", "reads the passages", ("k",), ("used",))
+
+    def forward(self, inputs, value, ctx):
+        return [{"used": x["k"]} for x in inputs]
+
+
+def lookup_reward(example, output):
+    return example["reward"][output["used"]] if output["used"] is not None else 0.0
+
+
+def choice_system():
+    return CompoundSystem([Prep(), Picker(), Reader()], inputs=("query",), outputs=("used",))
+
+
+def ctx_for(system, lm=None):
+    return RunContext(ledger=RunLedger(len(system)), lm=lm, phase="optimize")
+
+
+EXAMPLES = [
+    {"query": " Q1 ", "reward": {1: 0.2, 2: 0.9, 3: 0.5}},  # the best value is in the middle
+    {"query": "Q2", "reward": {1: 1.0, 2: 0.0, 3: 0.0}},  # 2 and 3 tie: no pair between them
+]
+
+
+def as_tuples(pairs):
+    return sorted((p.context["clean"], p.chosen["k"], p.rejected["k"], p.chosen_score, p.rejected_score) for p in pairs)
+
+
+def test_choice_component_gives_every_ordered_pair_with_the_better_value_chosen():
+    system = choice_system()
+    ctx = ctx_for(system)
+    stats = {}
+    pairs = collect_pairs(system, system.default_config(), "picker", EXAMPLES, ctx, lookup_reward, stats=stats)
+    assert as_tuples(pairs) == sorted([
+        ("q1", 2, 1, 0.9, 0.2), ("q1", 3, 1, 0.5, 0.2), ("q1", 2, 3, 0.9, 0.5),
+        ("q2", 1, 2, 1.0, 0.0), ("q2", 1, 3, 1.0, 0.0),
+    ])
+    assert all(p.component == "picker" and p.context == {"clean": p.context["clean"]} for p in pairs)
+    assert {(p.meta["chosen_value"], p.meta["rejected_value"]) for p in pairs} >= {(2, 1), (1, 3)}
+    assert all(p.gap > 0 for p in pairs)
+    assert stats == {"examples": 2, "candidates": 6, "pairs": 5, "near_ties": 1, "identical_outputs": 0}
+    # Ledger: prep once per example; picker once per value per example; reader once per candidate.
+    # Nothing downstream is stochastic, so no Monte Carlo repeats were paid for.
+    executions = ctx.ledger.executions[COLLECTION_PHASE]
+    assert executions == {"prep": 2, "picker": 6, "reader": 6}
+    assert ctx.ledger.equivalent_runs(COLLECTION_PHASE) == pytest.approx(14 / 3)
+    assert "optimize" not in ctx.ledger.executions  # the collection phase is set by collect_pairs
+
+
+def test_epsilon_drops_only_pairs_whose_mean_rewards_are_that_close():
+    system = choice_system()
+    examples = [{"query": "q", "reward": {1: 0.50, 2: 0.55, 3: 0.90}}]
+    tight = collect_pairs(system, system.default_config(), "picker", examples, ctx_for(system), lookup_reward, epsilon=0.0)
+    loose = collect_pairs(system, system.default_config(), "picker", examples, ctx_for(system), lookup_reward, epsilon=0.1)
+    assert as_tuples(tight) == sorted([("q", 2, 1, 0.55, 0.5), ("q", 3, 1, 0.9, 0.5), ("q", 3, 2, 0.9, 0.55)])
+    assert as_tuples(loose) == sorted([("q", 3, 1, 0.9, 0.5), ("q", 3, 2, 0.9, 0.55)])
+    exact = collect_pairs(system, system.default_config(), "picker", examples, ctx_for(system), lookup_reward, epsilon=0.4)
+    assert as_tuples(exact) == []  # 0.9 - 0.5 = 0.4 is not MORE than epsilon
+
+
+def test_examples_where_the_component_does_not_run_give_no_pairs():
+    picker = Picker(when=lambda x: x["clean"] != "skip me")
+    system = CompoundSystem([Prep(), picker, Reader()], inputs=("query",), outputs=("used",))
+    examples = [EXAMPLES[0], {"query": "skip me", "reward": {1: 0.0, 2: 1.0, 3: 0.5}}]
+    ctx = ctx_for(system)
+    pairs = collect_pairs(system, system.default_config(), "picker", examples, ctx, lookup_reward)
+    assert {p.context["clean"] for p in pairs} == {"q1"}
+    assert ctx.ledger.executions[COLLECTION_PHASE]["picker"] == 3
+
+
+# -- LM components: sampled candidates, stochastic downstream, Monte Carlo repeats -------------------
+
+class Writer(Component):
+    def __init__(self):
+        super().__init__("writer", "writes a city", ("clean",), ("city",), kind=ConfigKind.PROMPT, default="Name a city.")
+
+    def forward(self, inputs, value, ctx):
+        texts = ctx.complete(self.name, [[{"role": "user", "content": f"{value} {x['clean']}"}] for x in inputs])
+        return [{"city": t} for t in texts]
+
+
+class Checker(Component):
+    """A stochastic downstream LM step: says ok or fail about the city."""
+
+    def __init__(self):
+        super().__init__("checker", "checks the city", ("city",), ("verdict",), kind=ConfigKind.PROMPT, default="Check:")
+
+    def forward(self, inputs, value, ctx):
+        texts = ctx.complete(self.name, [[{"role": "user", "content": f"{value} {x['city']}"}] for x in inputs])
+        return [{"verdict": t} for t in texts]
+
+
+# writer samples by sample_index: paris, rome, paris (a duplicate), lyon
+WRITER_SAMPLES = ["paris", "rome", "paris", "lyon"]
+# checker's verdict per (city, Monte Carlo repeat): expected rewards paris 1.0, rome 0.5, lyon 0.0
+CHECKER = {("paris", 0): "ok", ("paris", 1): "ok", ("rome", 0): "ok", ("rome", 1): "fail",
+           ("lyon", 0): "fail", ("lyon", 1): "fail"}
+
+
+class CountingLM(ScriptedLM):
+    def __init__(self, answer):
+        super().__init__(answer)
+        self.calls: list[tuple[str, int]] = []
+
+    def complete(self, requests, component="-"):
+        self.calls.append((component, len(requests)))
+        return super().complete(requests, component)
+
+
+def lm_answer(req):
+    text = req.messages[-1]["content"]
+    if text.startswith("Check:"):
+        return CHECKER[(text.split()[-1], req.sample_index)]
+    return WRITER_SAMPLES[req.sample_index]
+
+
+def lm_system():
+    return CompoundSystem([Prep(), Writer(), Checker()], inputs=("query",), outputs=("verdict",))
+
+
+def ok_reward(example, output):
+    return 1.0 if output["verdict"] == "ok" else 0.0
+
+
+def test_sampled_candidates_are_scored_by_the_mean_of_monte_carlo_repeats():
+    system, lm = lm_system(), CountingLM(lm_answer)
+    ctx = ctx_for(system, lm)
+    examples = [{"query": "a"}, {"query": "b"}, {"query": "c"}]
+    pairs = collect_pairs(system, system.default_config(), "writer", examples, ctx, ok_reward,
+                          num_candidates=4, mc_repeats=2, temperature=0.9, diverse=True)
+    expected = {("paris", "rome", 1.0, 0.5), ("paris", "lyon", 1.0, 0.0), ("rome", "lyon", 0.5, 0.0)}
+    got = [(p.chosen["city"], p.rejected["city"], p.chosen_score, p.rejected_score) for p in pairs]
+    assert sorted(got) == sorted(e for e in expected for _ in examples)
+    writer_requests = [r for c, r in lm.requests if c == "writer"]
+    assert {r.temperature for r in writer_requests} == {0.9}
+    assert sorted({r.sample_index for r in writer_requests}) == [0, 1, 2, 3]
+    checker_requests = [r for c, r in lm.requests if c == "checker"]
+    assert {r.temperature for r in checker_requests} == {None}  # downstream keeps the run's temperature
+    # Batched: one LM call per writer sample and per (distinct candidate, repeat), each over all examples.
+    assert lm.calls == [("writer", 3)] * 4 + [("checker", 3)] * 6
+    executions = ctx.ledger.executions[COLLECTION_PHASE]
+    assert executions == {"prep": 3, "writer": 12, "checker": 18}
+
+
+def test_without_diversity_duplicates_are_scored_but_never_paired_with_themselves():
+    system, lm = lm_system(), CountingLM(lm_answer)
+    stats = {}
+    pairs = collect_pairs(system, system.default_config(), "writer", [{"query": "a"}], ctx_for(system, lm), ok_reward,
+                          num_candidates=4, mc_repeats=2, diverse=False, stats=stats)
+    got = sorted((p.chosen["city"], p.rejected["city"]) for p in pairs)
+    # candidates paris, rome, paris, lyon: both parises beat rome and lyon; the two parises are not a pair
+    assert got == sorted([("paris", "rome"), ("paris", "lyon"), ("rome", "lyon"), ("paris", "rome"), ("paris", "lyon")])
+    assert stats["identical_outputs"] == 1 and stats["candidates"] == 4
+
+
+class RuleChecker(Component):
+    """A deterministic downstream step (NONE): repeating it could not change the reward."""
+
+    def __init__(self):
+        super().__init__("checker", "checks the city", ("city",), ("verdict",))
+
+    def forward(self, inputs, value, ctx):
+        return [{"verdict": "ok" if x["city"] == "paris" else "fail"} for x in inputs]
+
+
+def test_repeats_drop_to_one_when_nothing_downstream_is_stochastic():
+    system = CompoundSystem([Prep(), Writer(), RuleChecker()], inputs=("query",), outputs=("verdict",))
+    lm = CountingLM(lm_answer)
+    ctx = ctx_for(system, lm)
+    pairs = collect_pairs(system, system.default_config(), "writer", [{"query": "a"}, {"query": "b"}], ctx,
+                          ok_reward, num_candidates=4, mc_repeats=5)
+    assert sorted((p.chosen["city"], p.rejected["city"]) for p in pairs) == sorted([("paris", "lyon"), ("paris", "rome")] * 2)
+    # 3 distinct candidates x 2 examples, each checked once despite mc_repeats=5
+    assert ctx.ledger.executions[COLLECTION_PHASE]["checker"] == 6
+
+
+class SideNote(Component):
+    """A stochastic component parallel to the writer (not downstream of it): must be run once, then held fixed."""
+
+    def __init__(self):
+        super().__init__("side", "adds a note", ("clean",), ("note",), kind=ConfigKind.PROMPT, default="Note:")
+
+    def forward(self, inputs, value, ctx):
+        return [{"note": f"note{ctx.sample_index}"} for _ in inputs]
+
+
+class Joiner(Component):
+    def __init__(self):
+        super().__init__("joiner", "joins", ("city", "note"), ("final",))
+
+    def forward(self, inputs, value, ctx):
+        return [{"final": f"{x['city']}|{x['note']}"} for x in inputs]
+
+
+def test_components_parallel_to_the_collected_one_run_once_and_stay_fixed():
+    system = CompoundSystem([Prep(), Writer(), SideNote(), Joiner()], inputs=("query",), outputs=("final",))
+    lm = CountingLM(lambda req: WRITER_SAMPLES[req.sample_index])
+    ctx = ctx_for(system, lm)
+    finals = []
+
+    def reward(example, output):
+        finals.append(output["final"])
+        return {"paris": 1.0, "rome": 0.5, "lyon": 0.0}[output["final"].split("|")[0]]
+
+    pairs = collect_pairs(system, system.default_config(), "writer", [{"query": "a"}], ctx, reward,
+                          num_candidates=4, mc_repeats=3)
+    assert len(pairs) == 3
+    assert {f.split("|")[1] for f in finals} == {"note0"}  # the side note never re-sampled
+    assert ctx.ledger.executions[COLLECTION_PHASE]["side"] == 1
+
+
+def test_none_components_have_nothing_to_collect_and_unknown_names_are_user_errors():
+    system = choice_system()
+    assert collect_pairs(system, system.default_config(), "reader", EXAMPLES, ctx_for(system), lookup_reward) == []
+    with pytest.raises(UserError, match="no component named 'nope'"):
+        collect_pairs(system, system.default_config(), "nope", EXAMPLES, ctx_for(system), lookup_reward)
+
+
+def test_collect_all_visits_every_optimizable_component_and_reports_each_as_it_finishes():
+    system = CompoundSystem([Prep(), Picker(), Reader()], inputs=("query",), outputs=("used",))
+    seen = []
+    stats = {}
+    result = collect_all(system, system.default_config(), EXAMPLES, ctx_for(system), lookup_reward,
+                         on_pairs=lambda name, pairs: seen.append((name, len(pairs))), stats=stats, epsilon=0.0)
+    assert list(result) == ["picker"] and seen == [("picker", 5)]
+    assert stats["picker"]["pairs"] == 5
+    assert collect_all(system, system.default_config(), EXAMPLES, ctx_for(system), lookup_reward, components=[]) == {}
+    with pytest.raises(UserError):
+        collect_all(system, system.default_config(), EXAMPLES, ctx_for(system), lookup_reward, components=["ghost"])

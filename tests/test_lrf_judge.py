@@ -1,0 +1,77 @@
+"""The LLM-judge baseline and the alignment metrics it is compared with."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from fakes import ScriptedLM
+
+from optimas_cli.lrf.judge import JUDGE_COMPONENT, judge_accuracy, parse_verdict
+from optimas_cli.lrf.metrics import alignment_report, pairwise_accuracy
+from optimas_cli.lrf.pairs import PreferencePair
+
+
+@pytest.mark.parametrize("text, verdict", [
+    ("A", "A"), (" b.", "B"), ("A. B is too long", "A"), ("B", "B"), ("**B**", "B"), ("(A)", "A"), ("Answer: B", "B"),
+    ("Output A is better than Output B.", "A"), ("I think B is better.", "B"), ("The better one is Output B", "B"),
+    ("Verdict: A", "A"), ("A or B? Hard to say", None), ("", None), ("neither", None), ("Both are fine", None),
+])
+def test_verdicts_are_parsed_robustly_and_ambiguity_is_not_guessed(text, verdict):
+    assert parse_verdict(text) == verdict
+
+
+def keyword_pairs(component, n, keyword):
+    return [PreferencePair(component, {"question": f"question {i}"}, {"answer": f"{keyword} answer {i}"},
+                           {"answer": f"plain answer {i}"}, 1.0, 0.0) for i in range(n)]
+
+
+def sides(req):
+    text = req.messages[-1]["content"]
+    a = re.search(r"Output A:\nanswer: (.*)", text).group(1)
+    b = re.search(r"Output B:\nanswer: (.*)", text).group(1)
+    return a, b
+
+
+def test_a_judge_that_reads_the_outputs_scores_perfectly_and_sees_k_scored_examples():
+    held = keyword_pairs("gen", 10, "cited") + keyword_pairs("router", 6, "fast")
+    train = keyword_pairs("gen", 5, "cited")
+    lm = ScriptedLM(lambda req: "A" if any(k in sides(req)[0] for k in ("cited", "fast")) else "B")
+    result = judge_accuracy(lm, held, train, k=4, components={"gen": "writes answers"}, seed=3)
+    assert result["per_component"] == {"gen": {"accuracy": 1.0, "n": 10, "unparsable": 0},
+                                       "router": {"accuracy": 1.0, "n": 6, "unparsable": 0}}
+    assert result["mean"] == 1.0 and result["unparsable"] == 0
+    gen_prompts = [r.messages[-1]["content"] for c, r in lm.requests if "Component: gen" in r.messages[-1]["content"]]
+    assert all(p.count("### Example") == 4 and "Role: writes answers" in p for p in gen_prompts)
+    assert all(c == JUDGE_COMPONENT and r.temperature == 0.0 for c, r in lm.requests)
+    # the chosen output was shown on both sides across the pairs (position is randomized)
+    assert {("cited" in sides(r)[0]) for _, r in lm.requests if "Component: gen" in r.messages[-1]["content"]} == {True, False}
+
+
+def test_a_judge_that_always_says_a_is_near_chance_and_unparsable_answers_count_as_wrong():
+    held = keyword_pairs("gen", 200, "cited")
+    always_a = judge_accuracy(ScriptedLM("A"), held, [], k=0, seed=0)
+    assert 0.4 < always_a["mean"] < 0.6
+    rambling = judge_accuracy(ScriptedLM("Both outputs have merit."), held[:20], [], k=0)
+    assert rambling["mean"] == 0.0 and rambling["per_component"]["gen"]["unparsable"] == 20
+
+
+class LengthReward:
+    """A stand-in reward: longer answers score higher."""
+
+    def score(self, component_name, inputs, outputs):
+        return [float(len(o["answer"])) for o in outputs]
+
+
+def test_pairwise_accuracy_is_per_component_with_a_macro_mean_and_ties_count_as_misses():
+    pairs = keyword_pairs("gen", 4, "well cited")  # chosen longer: all correct
+    pairs += [PreferencePair("router", {}, {"answer": "ab"}, {"answer": "abc"}, 1.0, 0.0),  # wrong
+              PreferencePair("router", {}, {"answer": "ab"}, {"answer": "cd"}, 1.0, 0.0)]  # tie: a miss
+    acc = pairwise_accuracy(LengthReward(), pairs)
+    assert acc["per_component"] == {"gen": {"accuracy": 1.0, "n": 4}, "router": {"accuracy": 0.0, "n": 2}}
+    assert acc["mean"] == 0.5 and acc["n"] == 6
+    judge = {"per_component": {"gen": {"accuracy": 0.5, "n": 4, "unparsable": 1}}, "mean": 0.5}
+    report = alignment_report(acc, judge)
+    assert report["components"]["gen"] == {"pairwise_accuracy": 1.0, "judge_accuracy": 0.5, "n_pairs": 4,
+                                           "judge_unparsable": 1}
+    assert report["components"]["router"]["judge_accuracy"] is None
+    assert (report["mean_pairwise_accuracy"], report["mean_judge_accuracy"]) == (0.5, 0.5)
