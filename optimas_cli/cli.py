@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         check_overrides(rest)
     except UserError as err:
         return fail(err)
-    extra = [f"task={HYDRA_TASKS[command]}"]
+    # `run` keeps the config's task, so an experiment that sets one (table4: train-lrf) is respected.
+    extra = [] if command == "run" else [f"task={HYDRA_TASKS[command]}"]
     resume = next((a.split("=", 1)[1] for a in rest if a.startswith("resume=")), None)
     if resume:  # continue inside the earlier run folder
         extra.append(f"hydra.run.dir={resume}")
