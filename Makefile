@@ -37,8 +37,13 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_lm.py
 
+# The small-budget Table 2 (+ LLMSelector on PubMedQA) and Table 4 on the embedded LM, then the report.
+# Many hours on a CPU: each run is a full optimization. Outputs under outputs/reproduce/.
 reproduce: $(STAMP)
-	$(BIN)/optimas run -m experiment=table2
+	$(BIN)/optimas run -m experiment=table2 hydra.sweep.dir=outputs/reproduce/table2
+	$(BIN)/optimas run -m experiment=table2_llmselector hydra.sweep.dir=outputs/reproduce/table2_llmselector
+	$(BIN)/optimas train-lrf -m experiment=table4 hydra.sweep.dir=outputs/reproduce/table4
+	$(BIN)/optimas report outputs/reproduce --out outputs/reproduce/report
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache
