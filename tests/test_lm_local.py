@@ -140,3 +140,11 @@ def test_run_context_complete_goes_through_the_client(tiny_lm):
     sampled = ctx.replace(temperature=0.9, sample_index=1).complete("answerer", [chat("a")])
     assert isinstance(sampled[0], str)
     assert tiny_lm.usage.to_dict()["by_component"]["answerer"]["calls"] == 3
+
+
+def test_a_model_folder_can_be_named_by_its_absolute_path(tiny_model_dir, tiny_model):
+    response = litellm.completion(model=f"local/{tiny_model_dir}", messages=chat("hello"), max_tokens=3, temperature=0)
+    named = litellm.completion(model=tiny_model, messages=chat("hello"), max_tokens=3, temperature=0)
+    assert response.choices[0].message.content == named.choices[0].message.content
+    with pytest.raises(UserError, match="unknown local model"):
+        LMClient(model="local/no-such-model", cache=False).complete([LMRequest(chat("x"))])

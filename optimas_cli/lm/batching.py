@@ -18,7 +18,6 @@ from typing import Any
 @dataclass
 class _Pending:
     items: list[tuple[Any, Future]] = field(default_factory=list)
-    first_arrival: float = 0.0
     last_arrival: float = 0.0
     expected: int = 1  # how many items the submitters announced for this key (batch hint)
 
@@ -62,7 +61,7 @@ class DynamicBatcher:
             now = time.monotonic()
             pending = self._pending.get(key)
             if pending is None:
-                pending = self._pending[key] = _Pending(first_arrival=now)
+                pending = self._pending[key] = _Pending()
             pending.items.extend(zip(items, futures, strict=True))
             pending.last_arrival = now
             pending.expected = max(pending.expected, expected)

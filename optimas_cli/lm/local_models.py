@@ -42,8 +42,11 @@ def local_model_folder(model: str, cache_dir: str | os.PathLike | None = None) -
         return _registered[name]
     if name in SHIPPED_MODELS:
         return converted_model_dir(name, cache_dir)
+    path = Path(name).expanduser()
+    if path.is_absolute() and (path / "config.json").is_file():  # "local//abs/path/to/model": no registration
+        return path.resolve()
     raise UserError(
         f"unknown local model {model!r}",
-        f"use local/<one of {sorted(SHIPPED_MODELS | _registered)}>, or register a transformers folder "
-        "with optimas_cli.lm.register_local_model(name, folder)",
+        f"use local/<one of {sorted(SHIPPED_MODELS | _registered)}>, local/<absolute path of a transformers "
+        "folder>, or register a folder with optimas_cli.lm.register_local_model(name, folder)",
     )
