@@ -86,19 +86,19 @@ def test_picks_the_candidate_the_local_reward_prefers_using_only_the_component_a
     ]
     # Budget: 3 candidates x 3 steps proposed, all through the LM tagged as the optimizer; one
     # component execution and one r_k scoring for the current prompt and for each usable candidate.
-    assert [tag for tag, _ in lm.requests] == ["writer.optimizer"] * 9
+    assert [(tag, req.n) for tag, req in lm.requests] == [("writer.optimizer", 3)] * 3  # one batched request a step
     assert component.calls == ["Answer the question.", *scored]
     assert lrf.calls == 6
     assert ctx.ledger.executions["local_optimization"] == {"writer": 6 * len(SEARCH)}
-    assert len({req.sample_index for _, req in lm.requests}) == 9, "each proposal is a distinct sample"
-    assert all(req.temperature == 1.0 for _, req in lm.requests)
+    assert len({req.sample_index for _, req in lm.requests}) == 3, "a fresh sample index per step"
+    assert all(req.temperature == 0.7 for _, req in lm.requests)
 
 
 def test_meta_prompt_shows_description_scores_ascending_and_examples():
     component, lm = Writer(), scripted_lm()
     ctx = RunContext(ledger=RunLedger(4), lm=lm)
     propose(component, "Answer the question.", SEARCH, KeywordReward(), ctx, {}, rng=np.random.default_rng(0))
-    last_step = lm.requests[6][1].messages[-1]["content"]
+    last_step = lm.requests[2][1].messages[-1]["content"]
     assert "answers a question" in last_step and "question" in last_step and "answer" in last_step
     history = [float(s) for s in re.findall(r"^Score: ([0-9.]+)$", last_step, flags=re.MULTILINE)]
     assert history == sorted(history) and len(history) == 4  # current + three scored candidates
@@ -141,6 +141,28 @@ def test_no_current_prompt_is_shown_as_the_builtin_behaviour():
 )
 def test_reads_the_instruction_from_many_reply_shapes(reply, expected):
     assert extract_instruction(reply, seen=set()) == (expected, "ok")
+
+
+def test_an_untagged_reply_gives_its_first_paragraph():
+    reply = "The instruction is: answer with the exact span only.\n\nIt asks about the question and more text."
+    assert candidate_readings(reply) == ["The instruction is: answer with the exact span only."]
+
+
+@pytest.mark.parametrize(
+    "reply, reason",
+    [
+        # SmolLM2-135M at temperature 0 continued the shown examples instead of answering.
+        ("Question: Which city hosted the 1992 Olympics?\n\nAnswer: Barcelona\n\nScore: 0.200\n\n"
+         "Example 1 input:\nQuestion: Which city hosted the 1992 Olympics?", "copied_example"),
+        # ... and at temperature 1.0 sampled byte soup.
+        ("fASII7j1TjFhNEp4ZBzeDEQPkSfPth1V0BfEzB15TA.\n\nResponse:\n ai-tuple", "too_short"),
+        ("<prompt>Use [itfASD5fjhJbp*%03[%20%20%08%00%07%21F0foT% and %20%2BfimiqnL0w0wZ2TF0HoTK now</prompt>", "garbled"),
+        ("<prompt>x = f(1, 2); y = g[3] + h{4} * 5 / 6 - 7</prompt>", "garbled"),
+    ],
+)
+def test_weak_model_junk_is_rejected_before_any_search_run(reply, reason):
+    shown = ["Which city hosted the 1992 Olympics?"]
+    assert extract_instruction(reply, seen=set(), shown=shown) == (None, reason)
 
 
 def test_a_rejected_tagged_answer_is_not_rescued_by_the_text_around_it():

@@ -1,22 +1,24 @@
 """Prompt optimizer: OPRO-style instruction search scored by the component's local reward r_k.
 
 Each step, the run's LM (tagged "<component>.optimizer" in the usage ledger) reads a meta-prompt
-showing the component's description and fields, the instructions tried so far with their
-scores in ASCENDING order (OPRO: the best sits last, nearest the answer), and a few example
-inputs with the current instruction's outputs and their r_k, and writes `num_candidates` new
+showing the component's description and fields, a few example inputs with the current
+instruction's outputs and their r_k, and the instructions tried so far with their scores in
+ASCENDING order (OPRO: the best sits last, nearest the ask), and samples `num_candidates` new
 instructions. Each candidate is scored by the mean r_k of the outputs the component produces
 with it on the search sample — one component execution, never a run of the whole system
 (seed Chapter 7: "each one scored by average r_k over the search-size sample"). After
-`num_steps` steps the best candidate is returned if it beats the current instruction.
+`num_steps` steps the best candidate is returned if it strictly beats the current instruction.
 
-Weak models (the embedded 135M default) wrap, prefix, repeat or forget the answer format, so
-the instruction is read from <prompt>...</prompt> tags with fallbacks (an unclosed tag, a code
-fence, the cleaned reply), and empty, tiny, runaway, looping or repeated candidates are
-rejected without spending a search run on them; `details["rejected"]` counts them by reason.
+Weak models (the embedded 135M default) wrap, prefix, ramble, loop, or continue the examples
+instead of answering, so the instruction is read from <prompt>...</prompt> tags with fallbacks
+(an unclosed tag, a code fence, the reply's first paragraph), and empty, tiny, runaway, looping,
+garbled, copied or repeated candidates are rejected without spending a search run on them;
+`details["rejected"]` counts them by reason.
 
 Settings (cfg; Table 7 defaults): num_candidates 3, num_steps 3, num_examples 3 (shown in the
-meta-prompt), max_history 20 (scored instructions shown), temperature 1.0, max_tokens 256,
-example_chars 300 (each shown field is cut to this), min_words 3, max_chars 2000, seed.
+meta-prompt), max_history 20 (scored instructions shown), temperature 0.7 (OPRO used 1.0 with
+large models; SmolLM2-135M sampled byte soup at 1.0), max_tokens 256, example_chars 300 (each
+shown field is cut to this), min_words 3, max_chars 2000, seed.
 """
 from __future__ import annotations
 
@@ -44,13 +46,15 @@ LEAD_IN = re.compile(
     r"^\s*(?:sure[,!.]?\s*)?(?:here(?: is|'s)[^:\n]*:|(?:new |improved |better )?(?:instruction|prompt)\s*:)\s*",
     re.IGNORECASE,
 )
-SCORE_LINE = re.compile(r"^\s*score\s*[:=]", re.IGNORECASE | re.MULTILINE)
+# Where a weak model starts imitating the meta-prompt instead of answering it.
+TEMPLATE_ECHO = re.compile(r"^\s*(?:score\s*[:=]|example \d+ (?:input|output|score)\b)", re.IGNORECASE | re.MULTILINE)
+COPY_MIN_CHARS = 15  # a shown example value at least this long, found verbatim, means a copied example
 
 
 # -- reading an instruction out of a weak model's reply --------------------------------------------
 def _clean(text: str) -> str:
     text = re.sub(r"</?prompt>", "", text, flags=re.IGNORECASE)
-    cut = SCORE_LINE.search(text)  # the model imitating the "Score:" lines of the history
+    cut = TEMPLATE_ECHO.search(text)
     if cut:
         text = text[: cut.start()]
     text = LEAD_IN.sub("", text.strip()).strip()
@@ -63,12 +67,16 @@ def candidate_readings(reply: str) -> list[str]:
     """Possible instructions in a reply, from the most explicit form present only.
 
     Tagged blocks if any; else the text after an unclosed <prompt>; else code fences; else the
-    whole reply. A lower form is never used when a higher one exists, so a rejected tagged
-    answer is not rescued by reading the chatter around it as an instruction.
+    reply's first paragraph (untagged replies of weak models ramble on after it). A lower form is
+    never used when a higher one exists, so a rejected tagged answer is not rescued by reading
+    the chatter around it as an instruction.
     """
     reply = THINKING.sub("", reply or "")
     opened = OPEN_TAG.search(reply)
-    readings = TAGGED.findall(reply) or ([opened.group(1)] if opened else []) or FENCED.findall(reply) or [reply]
+    readings = TAGGED.findall(reply) or ([opened.group(1)] if opened else []) or FENCED.findall(reply)
+    if not readings:
+        paragraphs = [p for p in re.split(r"\n\s*\n", _clean(reply)) if p.strip()]
+        readings = paragraphs[:1] or [""]
     out: list[str] = []
     for r in map(_clean, readings):
         if r not in out:
@@ -80,7 +88,9 @@ def normalized(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def rejection_reason(text: str, seen: set[str], min_words: int, max_chars: int) -> str | None:
+def rejection_reason(
+    text: str, seen: set[str], min_words: int, max_chars: int, shown: Sequence[str] = ()
+) -> str | None:
     """Why a reading is not worth a search run, or None if it is a usable instruction."""
     words = text.split()
     if not words:
@@ -91,16 +101,23 @@ def rejection_reason(text: str, seen: set[str], min_words: int, max_chars: int) 
         return "too_long"
     if len(words) >= 12 and len(set(w.lower() for w in words)) / len(words) < 0.3:
         return "repetitive"  # a weak model stuck in a loop
+    visible = "".join(words)
+    if max(map(len, words)) > 40 or sum(c.isalpha() for c in visible) < 0.6 * len(visible):
+        return "garbled"  # sampled byte soup, code, or tables rather than an instruction
+    if any(value in text for value in shown):
+        return "copied_example"  # the model continued the examples instead of writing an instruction
     if normalized(text) in seen:
         return "duplicate"
     return None
 
 
-def extract_instruction(reply: str, seen: set[str], min_words: int = 3, max_chars: int = 2000) -> tuple[str | None, str]:
+def extract_instruction(
+    reply: str, seen: set[str], min_words: int = 3, max_chars: int = 2000, shown: Sequence[str] = ()
+) -> tuple[str | None, str]:
     """(instruction, "ok") for the first usable reading, else (None, reason of the best reading)."""
     reasons = []
     for reading in candidate_readings(reply):
-        reason = rejection_reason(reading, seen, min_words, max_chars)
+        reason = rejection_reason(reading, seen, min_words, max_chars, shown)
         if reason is None:
             return reading, "ok"
         reasons.append(reason)
@@ -117,19 +134,25 @@ def _fields(record: dict, limit: int) -> str:
     return "\n".join(f"  {k}: {_shorten(v, limit)}" for k, v in record.items())
 
 
+def shown_values(examples: Sequence[tuple[dict, dict, float]], limit: int) -> list[str]:
+    """The example field values the meta-prompt shows, long enough that a verbatim copy is telling."""
+    values = (_shorten(v, limit) for inputs, outputs, _ in examples for v in (*inputs.values(), *outputs.values()))
+    return sorted({v.removesuffix(" ...") for v in values if len(v) >= COPY_MIN_CHARS})
+
+
 def meta_prompt(
     component: Component, history: Sequence[tuple[str, float]], examples: Sequence[tuple[dict, dict, float]],
     example_chars: int,
 ) -> list[dict]:
-    """The OPRO meta-prompt: task, scored instructions in ascending order, example runs, the ask."""
+    """The OPRO meta-prompt: the task, example runs, scored instructions in ascending order, the ask.
+
+    The scored instructions come last, best one nearest the ask: a small model attends mostly to
+    the end of its prompt, and one that ends on examples tends to continue the examples.
+    """
     parts = [
         f"A pipeline step called '{component.name}' does this: {component.description}",
         f"It reads the fields {', '.join(component.inputs)} and writes the fields {', '.join(component.outputs)}.",
-        "Its behaviour is set by an instruction. Below are instructions tried so far with their scores, "
-        "from lowest to highest. A higher score is better.",
     ]
-    for text, score in sorted(history, key=lambda pair: pair[1]):
-        parts.append(f"Instruction:\n{text}\nScore: {score:.3f}")
     if examples:
         parts.append("Examples of what the step receives and what it writes with the current instruction:")
         for i, (inputs, outputs, score) in enumerate(examples, 1):
@@ -138,13 +161,39 @@ def meta_prompt(
                 f"Example {i} output:\n{_fields(outputs, example_chars)}\nExample {i} score: {score:.3f}"
             )
     parts.append(
-        "Write a new instruction that is different from all the instructions above and gets a higher score. "
-        "Reply with the instruction only, between <prompt> and </prompt>."
+        "The step's behaviour is set by an instruction. These instructions were tried, with their scores, "
+        "from lowest to highest. A higher score is better."
+    )
+    for text, score in sorted(history, key=lambda pair: pair[1]):
+        parts.append(f"Instruction:\n{text}\nScore: {score:.3f}")
+    parts.append(
+        "Write a new instruction for the step that is different from the instructions above and gets a higher "
+        "score. Reply with the instruction only, between <prompt> and </prompt>."
     )
     return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
 # -- the search ---------------------------------------------------------------------------------
+def sample_proposals(
+    component: Component, messages: list[dict], n: int, request: dict, ctx: RunContext, rng: np.random.Generator
+) -> list[str]:
+    """n samples of the meta-prompt in one request, through the run's LM, tagged as the optimizer.
+
+    This builds the request RunContext.complete would, but keeps all n texts (complete() returns
+    the first). The n samples get distinct random streams (one per offset) and are batched; a
+    fresh sample index per step keeps a later step, or a later Algorithm 1 iteration asking the
+    same meta-prompt after a rejection, from replaying cached answers.
+    """
+    if ctx.lm is None:
+        raise RuntimeError(f"the prompt optimizer of {component.name!r} needs an LM, but this run has none")
+    from optimas_cli.lm.types import LMRequest
+
+    lm_request = LMRequest(
+        messages=messages, n=n, seed=ctx.seed, sample_index=int(rng.integers(1 << 30)), **request
+    )
+    return list(ctx.lm.complete([lm_request], component=f"{component.name}.optimizer")[0].texts)
+
+
 def propose(
     component: Component,
     current_value: str | None,
@@ -161,7 +210,7 @@ def propose(
     max_history = int(setting(cfg, "max_history", 20))
     example_chars = int(setting(cfg, "example_chars", 300))
     min_words, max_chars = int(setting(cfg, "min_words", 3)), int(setting(cfg, "max_chars", 2000))
-    request = {"temperature": float(setting(cfg, "temperature", 1.0)), "max_tokens": int(setting(cfg, "max_tokens", 256))}
+    request = {"temperature": float(setting(cfg, "temperature", 0.7)), "max_tokens": int(setting(cfg, "max_tokens", 256))}
     rng = make_rng(rng, cfg, ctx)
 
     baseline, outputs, per_input = score_value(component, current_value, search_inputs, lrf, ctx)
@@ -173,15 +222,12 @@ def propose(
     seen = {normalized(current_text)}
     candidates: list[dict] = []
     rejected: Counter[str] = Counter()
+    shown = shown_values(examples, example_chars)
     for step in range(num_steps):
         best_so_far = sorted(history, key=lambda pair: pair[1])[-max_history:]
-        messages = meta_prompt(component, best_so_far, examples, example_chars)
-        for _ in range(num_candidates):
-            # A fresh sample index per proposal: the LM cache keys on it, so identical meta-prompts
-            # (same step, or a later iteration after a rejection) still give distinct samples.
-            sample = ctx.replace(sample_index=int(rng.integers(1 << 30)))
-            reply = sample.complete(f"{component.name}.optimizer", [messages], **request)[0]
-            text, reason = extract_instruction(reply, seen, min_words, max_chars)
+        for reply in sample_proposals(component, meta_prompt(component, best_so_far, examples, example_chars),
+                                      num_candidates, request, ctx, rng):
+            text, reason = extract_instruction(reply, seen, min_words, max_chars, shown)
             if text is None:
                 rejected[reason] += 1
                 continue
