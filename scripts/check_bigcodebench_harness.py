@@ -26,12 +26,23 @@ from pipelines.bigcodebench.execution import SuiteOutcome, run_suites  # noqa: E
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit|Interrupt|Warning))\b", re.MULTILINE)
 
 
+# Causes outside the harness, recognised from the failure text (first match wins).
+_KNOWN_CAUSES = (
+    (("nltk_data", "MissingCorpusError", "textblob.download_corpora"), "needs NLTK/TextBlob data (not downloadable offline)"),
+    (("name resolution", "NameResolutionError", "Network is unreachable", "urlopen error"), "needs the network (the sandbox has none)"),
+)
+
+
 def reason(outcome: SuiteOutcome) -> str:
-    """A short grouping key: the sandbox status, plus the exception type that ended the first failure."""
+    """A short grouping key: a known outside cause, else the status and the exception type that ended the first failure."""
     if outcome.status in ("timeout", "memory", "killed"):
         return outcome.status
-    text = outcome.failures[0]["trace"] if outcome.failures else outcome.error
-    found = _EXCEPTION.findall(text or "")
+    text = "\n".join([f["trace"] for f in outcome.failures] + [outcome.error])
+    for needles, cause in _KNOWN_CAUSES:
+        if any(n in text for n in needles):
+            return cause
+    first = outcome.failures[0]["trace"] if outcome.failures else outcome.error
+    found = _EXCEPTION.findall(first or "")
     return f"{outcome.status}: {found[-1] if found else 'no exception named'}"
 
 
