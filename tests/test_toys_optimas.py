@@ -17,8 +17,10 @@ pytestmark = pytest.mark.real_model
 
 def composed(pipeline: str):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        # The smoke budget's loop sizes, but every one of the chapter's queries (the budget caps splits).
         return compose("config", overrides=[f"pipeline={pipeline}", "method=optimas", "budget=smoke",
-                                            "lrf.judge.enabled=false"])
+                                            "budget.train_size=null", "budget.val_size=null",
+                                            "budget.test_size=null", "lrf.judge.enabled=false"])
 
 
 @pytest.mark.parametrize(
