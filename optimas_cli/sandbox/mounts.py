@@ -57,8 +57,10 @@ def private_filesystem(workdir: str, needed: list[str], hide_unreachable: bool, 
     keep = {os.path.realpath(workdir): True}
     for p in needed:
         real = os.path.realpath(p)
-        # Scratch folders stay private even when the runner's sys.path names one (a script in /tmp).
-        if os.path.exists(real) and not any(_under(real, d) or _under(d, real) for d in covers):
+        # A needed path inside a scratch folder (a checkout or virtual environment under /tmp) is
+        # bound back read-only into the private tmpfs; one that contains a scratch folder ("/")
+        # would undo the cover and is left to the hidden-ancestor rule below.
+        if os.path.exists(real) and not any(_under(d, real) for d in covers):
             keep.setdefault(real, False)
     if hide_unreachable:
         for p in keep:
