@@ -116,7 +116,8 @@ def test_missing_files_offline_name_the_file(tmp_path, monkeypatch):
         ("(0) because the user likes toothbrushes", "0"),
         ("3. Arteza 12 White Acrylic Paint Pens", "3"),
         ("1. Oral-B Pro 3 Electric Toothbrush, Blue", "0"),  # its own 1-based list; the title decides
-        ("1. Oral-B Pro 3 Electr", "1"),  # cut off before the title is whole: the index stands
+        ("1. Oral-B Pro 3 Electric Tooth", "0"),  # ... also when the token limit cut the title short
+        ("1. Oral-B Pro", "1"),  # too little of a title to tell: the index stands
         ("The user will most likely view Neviti Carnival Popcorn Box, Blue next.", "2"),
         ("Arteza 12 White Acrylic Paint Pens", "3"),  # a title with a number in it is not index 12 or 1
         ("I would pick the second option.", "1"),

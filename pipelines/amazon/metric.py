@@ -24,7 +24,7 @@ def parse_choice(text: str | None, choices: Sequence[str] = ()) -> str:
 
     In order: an index after an explicit marker ('Answer: 2', 'Option 1'; the last one wins, as
     replies reason first); a reply that is or starts with an index (unless it goes on to quote a
-    candidate's title in full, which then wins); a title quoted in full; 'the second option'; a
+    candidate's title, in full or cut off by the token limit, which then wins); a title quoted in full; 'the second option'; a
     candidate most of whose title words the reply repeats; the first lone digit. With `choices`
     unknown, any index is accepted and titles are not matched.
     """
@@ -38,7 +38,10 @@ def parse_choice(text: str | None, choices: Sequence[str] = ()) -> str:
     quoted = _quoted_title(text, choices) if choices else None
     match = _LEADING.match(text.strip())
     if match and valid(int(match.group(1))):
-        # '1. <title>': a model numbering its own list from 1 still names its pick by the title
+        # '1. <title>': a model numbering its own list from 1 still names its pick by the title,
+        # even when the token limit cut the title short
+        if quoted is None and choices:
+            quoted = _title_starting(text.strip()[match.end():], choices)
         return str(quoted if quoted is not None else int(match.group(1)))
     if quoted is not None:
         return str(quoted)
@@ -64,6 +67,15 @@ def _quoted_title(text: str, choices: Sequence[str]) -> int | None:
     reply = _normal(text)
     found = [(len(_normal(c)), i) for i, c in enumerate(choices) if _normal(c) and _normal(c) in reply]
     return max(found)[1] if found else None
+
+
+def _title_starting(text: str, choices: Sequence[str], min_words: int = 4) -> int | None:
+    """The one candidate whose title begins with `text` (at least `min_words` words of it)."""
+    start = _normal(text)
+    if len(start.split()) < min_words:
+        return None
+    found = [i for i, c in enumerate(choices) if _normal(c).startswith(start)]
+    return found[0] if len(found) == 1 else None
 
 
 def _similar_title(text: str, choices: Sequence[str]) -> int | None:
