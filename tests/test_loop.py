@@ -5,7 +5,16 @@ import pytest
 
 from optimas_cli.flows.folder import RunFolder
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
-from optimas_cli.system import Component, CompoundSystem, ConfigKind, Metric, Pipeline, RunContext, RunLedger, Splits
+from optimas_cli.system import (
+    Component,
+    CompoundSystem,
+    ConfigKind,
+    Metric,
+    Pipeline,
+    RunContext,
+    RunLedger,
+    Splits,
+)
 
 REWARD = {0: 0.5, 1: 0.5, 2: 0.2, 3: 0.9}  # value 1 ties the default 0; 2 loses; 3 wins
 

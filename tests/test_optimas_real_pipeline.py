@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 
 from optimas_cli.conf import CONF_DIR
 from optimas_cli.flows.folder import RunFolder
-from optimas_cli.flows.setup import build_context, build_method, build_pipeline, budget_splits
+from optimas_cli.flows.setup import budget_splits, build_context, build_method, build_pipeline
 from tests.fakes import ScriptedLM
 
 pytestmark = pytest.mark.real_model
