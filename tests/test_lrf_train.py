@@ -98,11 +98,11 @@ def test_stage2_adapts_to_fresh_pairs_with_replay_and_then_buffers_them(bert):
     assert len(buffer) == 39  # the Stage 1 training pairs (80% of 48 inputs)
     # the system changed: for the router, "blue" outputs now beat "red" ones
     fresh = keyword_pairs(12, seed=6, component="router", good="blue", bad="red")
-    cfg = TrainConfig(**{**FAST, "stage2_steps": 12, "stage2_batch_size": 8})
+    cfg = TrainConfig(**{**FAST, "stage2_steps": 40, "stage2_batch_size": 8})
     result = adapt_stage2(model, fresh, buffer, cfg)
-    assert result["steps"] == 12 and (result["batch_fresh"], result["batch_replayed"]) == (4, 4)
-    # 12 fresh pairs: one or two may stay misranked depending on float reduction order across
-    # machines (seen: 10/12 on a clean CI clone, 12/12 here), so the bar is 0.8, not 0.9.
+    assert result["steps"] == 40 and (result["batch_fresh"], result["batch_replayed"]) == (4, 4)
+    # With 12 steps, 12 fresh pairs ended 9/12 to 12/12 from run to run (a full-suite run differs
+    # from a lone one); 40 steps let Stage 2 converge, and the bar is 10 of 12.
     assert result["fresh_accuracy_after"] >= 0.8 and result["fresh_accuracy_after"] > result["fresh_accuracy_before"]
     assert pairwise_accuracy(model, keyword_pairs(16, seed=7))["mean"] >= 0.9  # the old ranking survived
     assert len(buffer) == 39 + 12
