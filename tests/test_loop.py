@@ -86,16 +86,23 @@ def test_validation_reuses_cached_upstream_outputs(tmp_path):
     assert up.calls == 5 + 3
 
 
+class Killed(Exception):
+    pass
+
+
+def kill_after_second(entry, runs):
+    if entry["iteration"] == 2:
+        raise Killed
+
+
+def without_costs(history):
+    """A resumed process re-runs its cached trajectories, so only the cost column may differ."""
+    return [{k: v for k, v in e.items() if k != "runs_so_far"} for e in history]
+
+
 def test_resume_after_a_kill_continues_with_the_same_history(tmp_path):
     pipeline, _ = make_pipeline()
     _, uninterrupted = make_loop(pipeline, 3, tmp_path / "a", iterations=4).run()
-
-    class Killed(Exception):
-        pass
-
-    def kill_after_second(entry, runs):
-        if entry["iteration"] == 2:
-            raise Killed
 
     with pytest.raises(Killed):
         make_loop(pipeline, 3, tmp_path / "b", iterations=4, on_iteration=kill_after_second).run()
@@ -103,4 +110,19 @@ def test_resume_after_a_kill_continues_with_the_same_history(tmp_path):
     _, resumed = make_loop(pipeline, 3, tmp_path / "b", iterations=4,
                            on_iteration=lambda e, r: seen.append(e["iteration"])).run()
     assert seen == [3, 4]  # finished iterations are not repeated
-    assert resumed == uninterrupted
+    assert without_costs(resumed) == without_costs(uninterrupted)
+
+
+def test_a_resumed_run_counts_the_runs_spent_before_the_kill(tmp_path):
+    pipeline, _ = make_pipeline()
+    uninterrupted = make_loop(pipeline, 3, tmp_path / "a", iterations=4)
+    uninterrupted.run()
+    with pytest.raises(Killed):
+        make_loop(pipeline, 3, tmp_path / "b", iterations=4, on_iteration=kill_after_second).run()
+    resumed = make_loop(pipeline, 3, tmp_path / "b", iterations=4)
+    RunFolder(tmp_path / "b").restore_accounts(resumed.ctx)
+    _, history = resumed.run()
+    # Everything before the kill is counted once, plus the 5 validation and 3 search runs that the
+    # resumed process repeats to rebuild its cached trajectories.
+    assert resumed.ctx.ledger.equivalent_runs() == pytest.approx(uninterrupted.ctx.ledger.equivalent_runs() + 8)
+    assert [e["runs_so_far"] for e in history] == sorted(e["runs_so_far"] for e in history)

@@ -22,9 +22,9 @@ def test_optimas_runs_on_pubmedqa(tmp_path, monkeypatch):
     splits = budget_splits(pipeline, cfg.budget)
     # Answers vary with the sample index, so candidates differ in accuracy and pairs exist.
     lm = ScriptedLM(lambda req: ["Answer: yes", "Answer: no", "Answer: maybe"][req.sample_index % 3])
-    ctx = build_context(cfg, pipeline).replace(lm=lm)
-    method = build_method(cfg)
     folder = RunFolder(tmp_path / "run")
+    ctx = build_context(cfg, pipeline, folder).replace(lm=lm)
+    method = build_method(cfg)
     outcome = method.optimize(pipeline, splits, ctx, folder)
 
     assert len(outcome.history) == cfg.budget.iterations

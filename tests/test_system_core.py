@@ -1,6 +1,8 @@
 """The compound-system core: wiring checks, order, routing, cached re-runs, ledger, configurations."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from optimas_cli.system import (
@@ -111,6 +113,20 @@ def test_ledger_counts_partial_runs_as_fractions():
     assert ledger.equivalent_runs("validation") == pytest.approx(0.75)
     assert ledger.equivalent_runs() == pytest.approx(5.75)
     assert ledger.to_dict()["by_phase"]["validation"]["component_executions"] == {"c": 3}
+
+
+def test_ledger_state_survives_a_json_round_trip_and_keeps_counting():
+    ledger = RunLedger(num_components=2)
+    ledger.record("a", 4, "collect")
+    with ledger.timed("collect"):
+        pass
+    saved = json.loads(json.dumps(ledger.state()))
+    saved["elapsed"] = 100.0  # as if the killed process had run for 100 s
+    resumed = RunLedger(num_components=2)
+    resumed.restore(saved)
+    resumed.record("b", 2, "validation")
+    assert resumed.equivalent_runs("collect") == pytest.approx(2.0) and resumed.equivalent_runs() == pytest.approx(3.0)
+    assert resumed.to_dict()["seconds"] >= 100.0  # wall time goes on from the checkpoint
 
 
 def test_config_replace_and_round_trip(tmp_path):

@@ -35,9 +35,10 @@ def test_optimas_recovers_the_aligned_choice(tmp_path, pipeline, aligned, per_qu
     cfg = composed(pipeline)
     pipe = build_pipeline(cfg)
     splits = budget_splits(pipe, cfg.budget)
-    ctx = build_context(cfg, pipe)
+    folder = RunFolder(tmp_path)
+    ctx = build_context(cfg, pipe, folder)
     method = build_method(cfg)
-    outcome = method.optimize(pipe, splits, ctx, RunFolder(tmp_path))
+    outcome = method.optimize(pipe, splits, ctx, folder)
     result = method.evaluate(pipe, outcome, splits.test, ctx, repeats=1)
     assert result["mean"] == pytest.approx(aligned)
     picks = [t.state["used_option"] for t in pipe.system.run(splits.test, outcome.config, ctx.replace(lrf=outcome.lrf))]

@@ -15,7 +15,7 @@ def evaluate_config(cfg: DictConfig, folder: RunFolder, console: Console) -> dic
     seed_everything(int(cfg.seed))
     pipeline = build_pipeline(cfg)
     splits = budget_splits(pipeline, cfg.budget)
-    ctx = build_context(cfg, pipeline)
+    ctx = build_context(cfg, pipeline, folder)
     config = SystemConfig.load(cfg.config_file) if cfg.config_file else pipeline.system.default_config()
     if cfg.lrf_dir:  # per-instance choices that route by the local reward need the trained model
         from optimas_cli.lrf.model import LocalRewardModel

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+ACCOUNTS_FILE = "accounts.json"
+
 
 class RunFolder:
     def __init__(self, path: str | os.PathLike):
@@ -27,6 +29,20 @@ class RunFolder:
     def read_json(self, name: str, default: Any = None) -> Any:
         target = self.file(name)
         return json.loads(target.read_text()) if target.exists() else default
+
+    def save_accounts(self, ctx) -> None:
+        """What the run has spent so far (system runs, wall time, LM usage); written with every
+        checkpoint, so a resumed run's results.json counts the work done before the kill."""
+        usage = ctx.lm.usage() if callable(getattr(ctx.lm, "usage", None)) else {}
+        self.write_json(ACCOUNTS_FILE, {"ledger": ctx.ledger.state(), "lm": usage})
+
+    def restore_accounts(self, ctx) -> None:
+        saved = self.read_json(ACCOUNTS_FILE)
+        if saved is None:
+            return
+        ctx.ledger.restore(saved["ledger"])
+        if saved.get("lm") and hasattr(ctx.lm, "restore_usage"):
+            ctx.lm.restore_usage(saved["lm"])
 
     def __str__(self) -> str:
         return str(self.path)

@@ -45,6 +45,7 @@ def collect_initial_pairs(
         done.append(name)
         folder.write_json(COLLECTED_FILE, {"components": done})
         folder.write_json("collect_stats.json", stats)
+        folder.save_accounts(ctx)
         if console:
             console.print(f"  collected {len(pairs)} pairs for [bold]{name}[/] · runs so far {ctx.ledger.equivalent_runs():.1f}")
 
@@ -101,6 +102,7 @@ def train_initial_lrf(
                   n_eval_pairs=len(eval_pairs), stage1=stage1)
     model.save(folder.file(LRF_DIR))
     folder.write_json(REPORT_FILE, report)
+    folder.save_accounts(ctx)
     return model, report
 
 

@@ -21,7 +21,7 @@ def _prepare(cfg: DictConfig, folder: RunFolder, console: Console):
     seed_everything(int(cfg.seed))
     pipeline = build_pipeline(cfg)
     splits = budget_splits(pipeline, cfg.budget)
-    ctx = build_context(cfg, pipeline)
+    ctx = build_context(cfg, pipeline, folder)
     lrf_cfg = OmegaConf.to_container(cfg.lrf, resolve=True)
     console.print(f"[bold]{pipeline.name}[/] · collecting preference pairs on {len(splits.train)} training inputs")
     pairs = collect_initial_pairs(pipeline, pipeline.system.default_config(), splits.train, ctx, folder, lrf_cfg, console)

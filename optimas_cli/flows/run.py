@@ -23,7 +23,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     seed_everything(int(cfg.seed))
     pipeline = build_pipeline(cfg)
     splits = budget_splits(pipeline, cfg.budget)
-    ctx = build_context(cfg, pipeline)
+    ctx = build_context(cfg, pipeline, folder)
     method = build_method(cfg)
     log.info("pipeline=%s method=%s splits=%s", pipeline.name, method.name, splits.sizes())
     console.print(f"[bold]{pipeline.name}[/] · method [bold]{method.name}[/] · splits {splits.sizes()}")

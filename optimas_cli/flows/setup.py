@@ -7,6 +7,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from optimas_cli.errors import UserError
+from optimas_cli.flows.folder import RunFolder
 from optimas_cli.system import Pipeline, RunContext, RunLedger, Splits
 
 
@@ -16,6 +17,7 @@ class LazyLM:
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
         self._client = None
+        self._earlier_usage: dict | None = None  # usage a resumed run's checkpoint recorded
 
     @property
     def client(self):
@@ -23,13 +25,23 @@ class LazyLM:
             from optimas_cli.lm.client import build_lm
 
             self._client = build_lm(self.cfg)
+            if self._earlier_usage:
+                self._client.usage.restore(self._earlier_usage)
         return self._client
 
     def complete(self, requests, component: str = "-"):
         return self.client.complete(requests, component=component)
 
     def usage(self) -> dict:
-        return self._client.usage.to_dict() if self._client is not None else {}
+        if self._client is None:
+            return dict(self._earlier_usage or {})
+        return self._client.usage.to_dict()
+
+    def restore_usage(self, saved: dict) -> None:
+        if self._client is not None:
+            self._client.usage.restore(saved)
+        else:
+            self._earlier_usage = saved
 
 
 def seed_everything(seed: int) -> None:
@@ -63,8 +75,11 @@ def budget_splits(pipeline: Pipeline, budget: DictConfig) -> Splits:
     return splits
 
 
-def build_context(cfg: DictConfig, pipeline: Pipeline) -> RunContext:
-    return RunContext(ledger=RunLedger(len(pipeline.system)), lm=LazyLM(cfg.lm), seed=int(cfg.seed))
+def build_context(cfg: DictConfig, pipeline: Pipeline, folder: RunFolder) -> RunContext:
+    """A fresh context, or, in a resumed run folder, one that goes on counting from its last checkpoint."""
+    ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=LazyLM(cfg.lm), seed=int(cfg.seed))
+    folder.restore_accounts(ctx)
+    return ctx
 
 
 def build_method(cfg: DictConfig):

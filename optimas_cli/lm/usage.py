@@ -56,6 +56,12 @@ class UsageLedger:
                 total.add(usage)
         return total
 
+    def restore(self, saved: dict) -> None:
+        """Add the usage a checkpoint recorded (`to_dict()` output) before this process started."""
+        fields = ComponentUsage.__dataclass_fields__
+        for name, row in saved.get("by_component", {}).items():
+            self.record(name, ComponentUsage(**{k: v for k, v in row.items() if k in fields}))
+
     def to_dict(self) -> dict:
         with self._lock:
             by_component = {name: usage.to_dict() for name, usage in sorted(self.components.items())}

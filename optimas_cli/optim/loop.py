@@ -76,6 +76,7 @@ class OptimasLoop:
             STATE_FILE,
             {"iteration": done, "config": config.to_dict(), "history": history, "rng": rng.bit_generator.state},
         )
+        self.folder.save_accounts(self.ctx)
 
     def _validate(self, trajs: list[Trajectory]) -> float:
         return float(sum(rewards(self.pipeline, trajs)))
@@ -129,10 +130,11 @@ class OptimasLoop:
                         val_total = self._refresh_routes(config, val_trajs, vctx, entry, val_total)
             else:
                 entry["note"] = "the local optimizer kept the current value"
+            entry["runs_so_far"] = round(self.ctx.ledger.equivalent_runs(), 2)  # x axis of a validation curve by cost
             history.append(entry)
             self._checkpoint(t + 1, config, history, rng)
             if self.on_iteration is not None:
-                self.on_iteration(entry, self.ctx.ledger.equivalent_runs())
+                self.on_iteration(entry, entry["runs_so_far"])
             log.info("iteration %d: %s %s (val %.4f -> %.4f)", t + 1, name,
                      "accepted" if entry["accepted"] else "rejected", entry["val_before"], entry["val_after"])
         return config, history

@@ -16,6 +16,7 @@ class RunLedger:
         self.executions: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.seconds: dict[str, float] = defaultdict(float)
         self._started = time.perf_counter()
+        self._earlier_seconds = 0.0  # wall time of the process(es) this run resumed from
 
     def record(self, component: str, n_inputs: int, phase: str) -> None:
         self.executions[phase][component] += n_inputs
@@ -33,11 +34,27 @@ class RunLedger:
         total = sum(sum(self.executions[p].values()) for p in phases if p in self.executions)
         return total / self.num_components
 
+    def elapsed(self) -> float:
+        return self._earlier_seconds + time.perf_counter() - self._started
+
+    def state(self) -> dict:
+        """Everything counted so far, for a checkpoint: a resumed run goes on counting from here."""
+        return {"executions": {p: dict(c) for p, c in self.executions.items()},
+                "phase_seconds": dict(self.seconds), "elapsed": self.elapsed()}
+
+    def restore(self, state: dict) -> None:
+        for phase, counts in state["executions"].items():
+            for component, n in counts.items():
+                self.executions[phase][component] = int(n)
+        self.seconds.update({p: float(s) for p, s in state["phase_seconds"].items()})
+        self._earlier_seconds = float(state["elapsed"])
+        self._started = time.perf_counter()
+
     def to_dict(self) -> dict:
         phases = sorted(set(self.executions) | set(self.seconds))
         return {
             "runs": round(self.equivalent_runs(), 4),
-            "seconds": round(time.perf_counter() - self._started, 3),
+            "seconds": round(self.elapsed(), 3),
             "by_phase": {
                 p: {
                     "runs": round(self.equivalent_runs(p), 4),
