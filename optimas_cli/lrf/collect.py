@@ -23,12 +23,19 @@ from optimas_cli.system.component import Component, ConfigKind
 from optimas_cli.system.compound import CompoundSystem, Trajectory
 from optimas_cli.system.configuration import SystemConfig
 from optimas_cli.system.context import RunContext
+from optimas_cli.system.pipeline import Metric
 
 log = logging.getLogger(__name__)
 
 COLLECTION_PHASE = "lrf_collection"
 
 MetricFn = Callable[[dict, dict], float]
+
+
+def as_metric(metric: Metric | MetricFn) -> Metric:
+    """A plain reward function works too; a pipeline's Metric may score a whole batch at once
+    (BigCodeBench runs the candidates' tests in parallel)."""
+    return metric if isinstance(metric, Metric) else Metric("reward", metric)
 
 
 def _same_output(a: dict, b: dict) -> bool:
@@ -90,7 +97,7 @@ def collect_pairs(
     component_name: str,
     examples: Sequence[dict],
     ctx: RunContext,
-    metric: MetricFn,
+    metric: Metric | MetricFn,
     num_candidates: int = 4,
     mc_repeats: int = 2,
     epsilon: float = 0.0,
@@ -141,8 +148,9 @@ def collect_pairs(
             finished = system.run_after(
                 component_name, base, outs, config, ctx.replace(sample_index=ctx.sample_index + rep)
             )
-            for a, t in zip(rows, finished, strict=True):
-                scores[a][j].append(metric(t.example, t.final(system.outputs)))
+            rewards = as_metric(metric).many([t.example for t in finished], [t.final(system.outputs) for t in finished])
+            for a, reward in zip(rows, rewards, strict=True):
+                scores[a][j].append(reward)
 
     pairs: list[PreferencePair] = []
     near_ties = identical = 0
@@ -183,7 +191,7 @@ def collect_all(
     config: SystemConfig,
     examples: Sequence[dict],
     ctx: RunContext,
-    metric: MetricFn,
+    metric: Metric | MetricFn,
     components: Iterable[str] | None = None,
     on_pairs: Callable[[str, list[PreferencePair]], None] | None = None,
     stats: dict | None = None,

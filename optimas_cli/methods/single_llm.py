@@ -23,7 +23,7 @@ class SingleLLM(Method):
         for r in range(repeats):
             rctx = ctx.replace(sample_index=ctx.sample_index + r)
             texts = rctx.complete("single_llm", [task.prompt(ex) for ex in examples], max_tokens=task.max_tokens)
-            scores = [pipeline.metric(ex, task.parse(text)) for ex, text in zip(examples, texts, strict=True)]
+            scores = pipeline.metric.many(examples, [task.parse(text) for text in texts])
             ctx.ledger.record("single_llm", len(examples) * len(pipeline.system), ctx.phase)  # one call ~ one run
             per_repeat.append(statistics.fmean(scores) if scores else 0.0)
         return summarize(per_repeat, len(examples))
