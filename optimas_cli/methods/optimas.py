@@ -15,7 +15,7 @@ from optimas_cli.flows.lrf_stage import (
     train_config,
     train_initial_lrf,
 )
-from optimas_cli.lrf.collect import collect_all
+from optimas_cli.lrf.collect import collect_all, optimizable_components
 from optimas_cli.lrf.train import adapt_stage2
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
@@ -28,8 +28,10 @@ class Optimas(Method):
     """`adapt=False` is the optimas_no_adapt ablation (no Stage 2 after an accepted update)."""
 
     def __init__(self, name: str = "optimas", lrf: Mapping | None = None, budget: Mapping | None = None,
-                 scheduler: str = "uniform", adapt: bool = True, optimizer: Mapping | None = None, seed: int = 0):
+                 scheduler: str = "uniform", adapt: bool = True, optimizer: Mapping | None = None, seed: int = 0,
+                 skip_unpaired: bool = True):
         self.name, self.lrf_cfg, self.budget = name, dict(lrf or {}), dict(budget or {})
+        self.skip_unpaired = skip_unpaired
         self.scheduler, self.adapt_enabled, self.optimizer, self.seed = scheduler, adapt, dict(optimizer or {}), seed
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
@@ -68,7 +70,12 @@ class Optimas(Method):
             adapt=adapt if self.adapt_enabled else None,
             save_lrf=lambda: lrf.save(folder.file(LRF_DIR)),
             on_iteration=_report_iteration,
+            # A component without training pairs has an untrained r_k: optimizing against it is noise.
+            schedulable=buffer.components if self.skip_unpaired else None,
         )
+        unpaired = [n for n in optimizable_components(system) if n not in buffer.components()]
+        if unpaired and self.skip_unpaired:
+            console.print(f"  no training pairs for {', '.join(unpaired)}: skipped until Stage 2 finds some")
         console.print(f"[bold]Algorithm 1[/] · {settings.iterations} iterations, scheduler {self.scheduler}")
         config, history = loop.run()
         return MethodOutcome(config=config, lrf=lrf, history=history,

@@ -38,6 +38,7 @@ class OptimasLoop:
     `observe(trajectories, config)`; the loop calls it whenever they change.
     `adapt(config, ctx)` is Stage 2 (fresh pairs + replay); None disables it (optimas_no_adapt).
     `on_iteration(entry, runs)` reports progress; `save_lrf()` checkpoints the adapted LRF.
+    `schedulable()` names the components the scheduler may pick now (None: all of them).
     """
 
     def __init__(
@@ -52,8 +53,10 @@ class OptimasLoop:
         adapt: Callable[[SystemConfig, RunContext], None] | None = None,
         save_lrf: Callable[[], None] | None = None,
         on_iteration: Callable[[dict, float], None] | None = None,
+        schedulable: Callable[[], Sequence[str]] | None = None,
     ):
         self.pipeline, self.system = pipeline, pipeline.system
+        self.schedulable = schedulable
         self.train, self.val = list(train), list(val)
         self.ctx, self.lrf, self.settings, self.folder = ctx, lrf, settings, folder
         self.adapt, self.save_lrf, self.on_iteration = adapt, save_lrf, on_iteration
@@ -96,7 +99,7 @@ class OptimasLoop:
             self._checkpoint(0, config, history, rng)
 
         for t in range(start, self.settings.iterations):
-            name = self.scheduler.pick(t, history, rng)
+            name = self.scheduler.pick(t, history, rng, self.schedulable() if self.schedulable else None)
             component = self.system.components[name]
             search_inputs = [tr.steps[name]["inputs"] for tr in search if not tr.steps[name]["skipped"]]
             proposal = optimize_component(

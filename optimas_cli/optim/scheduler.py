@@ -1,7 +1,7 @@
 """Which component Algorithm 1 optimizes next: uniform (the paper), round robin, or prioritized."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -20,13 +20,19 @@ class ComponentScheduler:
             raise ValueError("no optimizable component to schedule")
         self.components, self.policy = list(components), policy
 
-    def pick(self, iteration: int, history: Sequence[dict], rng: np.random.Generator) -> str:
+    def pick(self, iteration: int, history: Sequence[dict], rng: np.random.Generator,
+             allowed: Collection[str] | None = None) -> str:
+        """`allowed` narrows the choice (e.g. to components whose local reward has training pairs);
+        when it leaves nothing, every component stays eligible."""
+        eligible = [c for c in self.components if allowed is None or c in allowed] or self.components
         if self.policy == "round_robin":
-            return self.components[iteration % len(self.components)]
+            start = iteration % len(self.components)
+            ring = self.components[start:] + self.components[:start]
+            return next(c for c in ring if c in eligible)
         if self.policy == "uniform":
-            return self.components[int(rng.integers(len(self.components)))]
-        weights = np.array([self._priority(c, history) for c in self.components])
-        return self.components[int(rng.choice(len(self.components), p=weights / weights.sum()))]
+            return eligible[int(rng.integers(len(eligible)))]
+        weights = np.array([self._priority(c, history) for c in eligible])
+        return eligible[int(rng.choice(len(eligible), p=weights / weights.sum()))]
 
     @staticmethod
     def _priority(component: str, history: Sequence[dict]) -> float:
