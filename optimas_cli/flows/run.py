@@ -32,7 +32,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
         outcome = method.optimize(pipeline, splits, ctx.replace(phase="optimize"), folder)
     outcome.config.save(folder.file("best_config.json"))
 
-    with ctx.ledger.timed("validation"):
+    with ctx.ledger.timed("final_validation"):
         validation = method.evaluate(pipeline, outcome, splits.val, ctx.replace(phase="final_validation"), 1)
     with ctx.ledger.timed("test"):
         test = method.evaluate(pipeline, outcome, splits.test, ctx.replace(phase="test"), int(cfg.repeats))

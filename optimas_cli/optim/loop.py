@@ -91,9 +91,11 @@ class OptimasLoop:
         octx = self.ctx.replace(phase="local_optimization", lrf=self.lrf)
         # Cached trajectories: validation re-runs only the changed component and what follows it;
         # the search sample's cached inputs feed the local optimizers.
-        val_trajs = self.system.run(self.val, config, vctx)
-        val_total = self._validate(val_trajs)
-        search = self.system.run(self.train[: self.settings.search_size], config, octx)
+        with self.ctx.ledger.timed("validation"):
+            val_trajs = self.system.run(self.val, config, vctx)
+            val_total = self._validate(val_trajs)
+        with self.ctx.ledger.timed("local_optimization"):
+            search = self.system.run(self.train[: self.settings.search_size], config, octx)
         self._observe(search, config)
         if start == 0:
             self._checkpoint(0, config, history, rng)
@@ -102,9 +104,10 @@ class OptimasLoop:
             name = self.scheduler.pick(t, history, rng, self.schedulable() if self.schedulable else None)
             component = self.system.components[name]
             search_inputs = [tr.steps[name]["inputs"] for tr in search if not tr.steps[name]["skipped"]]
-            proposal = optimize_component(
-                component, config[name], search_inputs, self.lrf, octx, self.settings.optimizer, rng=rng
-            )
+            with self.ctx.ledger.timed("local_optimization"):
+                proposal = optimize_component(
+                    component, config[name], search_inputs, self.lrf, octx, self.settings.optimizer, rng=rng
+                )
             entry = {
                 "iteration": t + 1,
                 "component": name,
@@ -118,8 +121,9 @@ class OptimasLoop:
             }
             if proposal.value != config[name]:
                 candidate = config.replace(name, proposal.value)
-                cand_trajs = self.system.run_from(name, val_trajs, candidate, vctx)
-                cand_total = self._validate(cand_trajs)
+                with self.ctx.ledger.timed("validation"):
+                    cand_trajs = self.system.run_from(name, val_trajs, candidate, vctx)
+                    cand_total = self._validate(cand_trajs)
                 entry["val_candidate"] = cand_total
                 if cand_total > val_total:  # strictly higher: ties and losses are rejected
                     config, val_trajs, val_total = candidate, cand_trajs, cand_total
