@@ -200,3 +200,13 @@ def test_variant_labels_ignore_seeds_and_name_swapped_groups():
     assert labels([_run(base), _run(ablation)]) == ["budget.fresh_size=6", "budget.fresh_size=10"]
     other_lrf = {**base, "lrf": {"name": "llama3_8b_lora", "lr": 2}}
     assert labels([_run(base), _run(other_lrf)]) == ["lrf=minilm", "lrf=llama3_8b_lora"]
+
+
+def test_validation_plot_points_come_from_the_history(tmp_path):
+    from optimas_cli.report.plots import rejected_points, validation_curve
+    from optimas_cli.report.runs import Run
+
+    history = fake_optimas({"config": {}}, seed=0, mean=0.8)["history"]
+    run = Run(folder=tmp_path / "run", results={"history": history, "splits": {"val": 5}})
+    assert validation_curve(run) == ([0, 1, 2, 3], pytest.approx([0.42, 0.42, 0.52, 0.52]), "mean")
+    assert rejected_points(run) == [(1, pytest.approx(0.38))]  # iteration 3 kept its value: nothing validated

@@ -31,14 +31,27 @@ def _by_pipeline(runs: list[Run]) -> dict[str, list[Run]]:
     return dict(sorted(out.items()))
 
 
-def validation_curve(run: Run) -> tuple[list[int], list[float], str]:
-    """Iteration 0 is the start; the validation total is divided by the validation size when known."""
-    history = run.results["history"]
+def _val_scale(run: Run) -> tuple[float, str]:
+    """The loop gates on the validation total; plots show the mean when the validation size is known."""
     size = (run.results.get("splits") or {}).get("val")
-    scale = float(size) if size else 1.0
+    return (float(size), "mean") if size else (1.0, "sum")
+
+
+def validation_curve(run: Run) -> tuple[list[int], list[float], str]:
+    """Iteration 0 is the start; then the validation score after each iteration."""
+    history = run.results["history"]
+    scale, kind = _val_scale(run)
     xs = [0] + [int(e.get("iteration", i + 1)) for i, e in enumerate(history)]
     ys = [float(history[0]["val_before"]) / scale] + [float(e["val_after"]) / scale for e in history]
-    return xs, ys, "mean" if size else "sum"
+    return xs, ys, kind
+
+
+def rejected_points(run: Run) -> list[tuple[int, float]]:
+    """The validation score of each proposal the gate rejected (it never became the configuration)."""
+    scale, _ = _val_scale(run)
+    return [(int(e.get("iteration", i + 1)), float(e["val_candidate"]) / scale)
+            for i, e in enumerate(run.results["history"])
+            if not e.get("accepted") and e.get("val_candidate") is not None]
 
 
 def plot_validation(runs: list[Run], path: Path) -> Path | None:
@@ -57,11 +70,14 @@ def plot_validation(runs: list[Run], path: Path) -> Path | None:
             accepted = [(x, y) for x, y, e in zip(xs[1:], ys[1:], run.results["history"], strict=True) if e.get("accepted")]
             if accepted:
                 ax.scatter(*zip(*accepted, strict=True), s=30, facecolors="none", edgecolors="black", zorder=3)
+            rejected = rejected_points(run)
+            if rejected:
+                ax.scatter(*zip(*rejected, strict=True), s=25, marker="x", color="grey", zorder=3)
         ax.set(title=pipeline, xlabel="iteration", ylabel=f"validation reward ({kind})")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-    fig.suptitle("Validation reward per iteration (circled: accepted updates)")
+    fig.suptitle("Validation reward per iteration (circled: accepted updates; x: rejected proposals)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
