@@ -49,7 +49,7 @@ def choice_system():
 
 
 def ctx_for(system, lm=None):
-    return RunContext(ledger=RunLedger(len(system)), lm=lm, phase="optimize")
+    return RunContext(ledger=RunLedger(len(system)), lm=lm, phase=COLLECTION_PHASE)
 
 
 EXAMPLES = [

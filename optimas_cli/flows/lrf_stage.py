@@ -14,7 +14,7 @@ from rich.console import Console
 
 from optimas_cli.flows.folder import RunFolder
 from optimas_cli.lrf.buffer import ReplayBuffer
-from optimas_cli.lrf.collect import collect_all, optimizable_components
+from optimas_cli.lrf.collect import COLLECTION_PHASE, collect_all, optimizable_components
 from optimas_cli.lrf.judge import judge_accuracy
 from optimas_cli.lrf.metrics import alignment_report, pairwise_accuracy
 from optimas_cli.lrf.model import LocalRewardModel
@@ -50,8 +50,8 @@ def collect_initial_pairs(
             console.print(f"  collected {len(pairs)} pairs for [bold]{name}[/] · runs so far {ctx.ledger.equivalent_runs():.1f}")
 
     if todo:
-        with ctx.ledger.timed("lrf_collection"):
-            collect_all(pipeline.system, config, examples, ctx.replace(phase="lrf_collection"), pipeline.metric,
+        with ctx.ledger.timed(COLLECTION_PHASE):
+            collect_all(pipeline.system, config, examples, ctx.replace(phase=COLLECTION_PHASE), pipeline.metric,
                         components=todo, on_pairs=persist, stats=stats, **collect_settings(lrf_cfg))
     # Pairs of a component whose collection was cut short are not marked done: drop them.
     pairs = load_pairs(folder.file(PAIRS_FILE)) if folder.file(PAIRS_FILE).exists() else []

@@ -27,7 +27,7 @@ from optimas_cli.system.pipeline import Metric
 
 log = logging.getLogger(__name__)
 
-COLLECTION_PHASE = "lrf_collection"
+COLLECTION_PHASE = "lrf_collection"  # Stage 1; Stage 2's fresh pairs count under "adaptation"
 
 MetricFn = Callable[[dict, dict], float]
 
@@ -121,7 +121,6 @@ def collect_pairs(
         return []
     if num_candidates < 1 or mc_repeats < 1:
         raise UserError("num_candidates and mc_repeats must be at least 1", "fix lrf.collect in the config")
-    ctx = ctx.replace(phase=COLLECTION_PHASE)
     trajs = system.run_until(component_name, examples, config, ctx)
     _fix_independent_components(system, component_name, trajs, config, ctx)
 
