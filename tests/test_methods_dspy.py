@@ -89,3 +89,15 @@ def test_runs_end_to_end_on_pubmedqa(tmp_path):
         assert outcome.config[name] == default[name]
     assert all(isinstance(outcome.config[n], str) and outcome.config[n] for n in info["components"])
     assert test["n"] == 4 and 0.0 <= test["mean"] <= 1.0
+
+
+def test_dspy_prints_go_to_the_run_log_not_the_terminal(capsys, caplog):
+    from optimas_cli.methods.dspy_mipro import dspy_logs_to_run_log
+
+    with caplog.at_level("INFO", logger="dspy"), dspy_logs_to_run_log():
+        print("PROGRAM DESCRIPTION: a raw proposer prompt")
+        print("partial line", end="")
+        print(" finished")
+    assert capsys.readouterr().out == ""
+    logged = list(dict.fromkeys(r.getMessage() for r in caplog.records if r.name == "dspy"))
+    assert logged == ["PROGRAM DESCRIPTION: a raw proposer prompt", "partial line finished"]

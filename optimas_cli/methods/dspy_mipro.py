@@ -29,6 +29,7 @@ DSPy's results are used as they come, never patched.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import threading
 from collections.abc import Sequence
@@ -255,15 +256,31 @@ class MiproObserver(BaseCallback):
 
 
 # -- the method ---------------------------------------------------------------------------------
+class _LinesToLog(io.TextIOBase):
+    """A stdout stand-in that hands each complete line to a logger."""
+
+    def __init__(self, logger: logging.Logger):
+        self.logger, self.pending = logger, ""
+
+    def write(self, text: str) -> int:
+        *lines, self.pending = (self.pending + text).split("\n")
+        for line in lines:
+            if line.strip():
+                self.logger.info(line)
+        return len(text)
+
+
 @contextlib.contextmanager
 def dspy_logs_to_run_log():
-    """DSPy logs to its own stderr handler; send its records to the run's log instead, while it runs."""
+    """DSPy logs to its own stderr handler and print()s its proposer's prompts and the weak model's
+    raw replies to stdout; send both to the run's log instead, while it runs."""
     dspy_logger = logging.getLogger("dspy")
     propagate = dspy_logger.propagate
     dspy.disable_logging()
     dspy_logger.propagate = True
     try:
-        yield
+        with contextlib.redirect_stdout(_LinesToLog(dspy_logger)):
+            yield
     finally:
         dspy_logger.propagate = propagate
         dspy.enable_logging()
