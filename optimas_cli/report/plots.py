@@ -75,9 +75,9 @@ def plot_validation(runs: list[Run], path: Path) -> Path | None:
                 ax.scatter(*zip(*rejected, strict=True), s=25, marker="x", color="grey", zorder=3)
         ax.set(title=pipeline, xlabel="iteration", ylabel=f"validation reward ({kind})")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, framealpha=0.5)  # see-through: a point under the legend stays visible
         ax.grid(alpha=0.3)
-    fig.suptitle("Validation reward per iteration (circled: accepted updates; x: rejected proposals)")
+    fig.suptitle("Validation reward per iteration\n(circled: accepted update; x: a rejected proposal's score)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
