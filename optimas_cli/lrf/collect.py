@@ -121,6 +121,7 @@ def collect_pairs(
         return []
     if num_candidates < 1 or mc_repeats < 1:
         raise UserError("num_candidates and mc_repeats must be at least 1", "fix lrf.collect in the config")
+    score = as_metric(metric)
     trajs = system.run_until(component_name, examples, config, ctx)
     _fix_independent_components(system, component_name, trajs, config, ctx)
 
@@ -147,7 +148,7 @@ def collect_pairs(
             finished = system.run_after(
                 component_name, base, outs, config, ctx.replace(sample_index=ctx.sample_index + rep)
             )
-            rewards = as_metric(metric).many([t.example for t in finished], [t.final(system.outputs) for t in finished])
+            rewards = score.many([t.example for t in finished], [t.final(system.outputs) for t in finished])
             for a, reward in zip(rows, rewards, strict=True):
                 scores[a][j].append(reward)
 
