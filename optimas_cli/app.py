@@ -12,7 +12,7 @@ from rich.console import Console
 
 from optimas_cli.conf import CONF_DIR
 from optimas_cli.errors import UserError
-from optimas_cli.flows.folder import RunFolder
+from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
 console = Console(highlight=False, soft_wrap=True)

@@ -26,8 +26,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from optimas_cli.lm.client import LMClient  # noqa: E402
-from optimas_cli.lm.local_model import Decoding, completion_length  # noqa: E402
-from optimas_cli.lm.local_models import model_name  # noqa: E402
+from optimas_cli.lm.local.model import Decoding, completion_length  # noqa: E402
+from optimas_cli.lm.local.registry import model_name  # noqa: E402
 from optimas_cli.lm.types import LMRequest  # noqa: E402
 
 QUESTIONS = [

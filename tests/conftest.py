@@ -28,8 +28,8 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir):
     """The litellm model name ("local/tiny-llama") of the tiny model, registered with the local provider."""
-    from optimas_cli.lm.local_models import register_local_model
-    from optimas_cli.lm.local_provider import register_provider
+    from optimas_cli.lm.local.provider import register_provider
+    from optimas_cli.lm.local.registry import register_local_model
 
     register_provider()
     return register_local_model(TINY_MODEL, tiny_model_dir)

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from optimas_cli.lm.batching import DynamicBatcher
+from optimas_cli.lm.local.batching import DynamicBatcher
 
 
 def _doubling_batcher(**kwargs) -> tuple[DynamicBatcher, list]:

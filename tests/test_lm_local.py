@@ -10,9 +10,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from optimas_cli.errors import UserError
 from optimas_cli.lm.client import LMClient
-from optimas_cli.lm.local_model import cut_at_stop
-from optimas_cli.lm.local_models import model_name, register_local_model
-from optimas_cli.lm.local_provider import LOCAL_PROVIDER
+from optimas_cli.lm.local.model import cut_at_stop
+from optimas_cli.lm.local.provider import LOCAL_PROVIDER
+from optimas_cli.lm.local.registry import model_name, register_local_model
 from optimas_cli.lm.types import LMRequest
 from optimas_cli.system import RunContext, RunLedger
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import litellm
 import pytest
 
-from optimas_cli.lm.local_models import local_model_folder
-from optimas_cli.lm.local_provider import register_provider
+from optimas_cli.lm.local.provider import register_provider
+from optimas_cli.lm.local.registry import local_model_folder
 
 
 @pytest.mark.real_model

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-from optimas_cli.flows.folder import RunFolder
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
 from optimas_cli.system import (
     Component,
@@ -15,6 +14,7 @@ from optimas_cli.system import (
     RunLedger,
     Splits,
 )
+from optimas_cli.system.run_folder import RunFolder
 
 REWARD = {0: 0.5, 1: 0.5, 2: 0.2, 3: 0.9}  # value 1 ties the default 0; 2 loses; 3 wins
 

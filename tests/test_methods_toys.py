@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from optimas_cli.flows.folder import RunFolder
 from optimas_cli.system import (
     Component,
     CompoundSystem,
@@ -32,6 +31,7 @@ from optimas_cli.system import (
     Splits,
 )
 from optimas_cli.system.evaluate import evaluate
+from optimas_cli.system.run_folder import RunFolder
 from tests.fakes import ScriptedLM
 
 ROOT = Path(__file__).resolve().parent.parent

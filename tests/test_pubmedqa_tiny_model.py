@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from optimas_cli.lm.local_models import register_local_model
+from optimas_cli.lm.local.registry import register_local_model
 from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.evaluate import evaluate
 from pipelines.pubmedqa import build

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from optimas_cli.flows.folder import RunFolder
 from optimas_cli.flows.setup import LazyLM
 from optimas_cli.lm.usage import ComponentUsage, UsageLedger
 from optimas_cli.system import RunContext, RunLedger
+from optimas_cli.system.run_folder import RunFolder
 
 
 class CountingLM:

@@ -9,8 +9,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from optimas_cli.conf import CONF_DIR
-from optimas_cli.flows.folder import RunFolder
 from optimas_cli.flows.setup import budget_splits, build_context, build_method, build_pipeline
+from optimas_cli.system.run_folder import RunFolder
 
 pytestmark = pytest.mark.real_model
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 from omegaconf import DictConfig
 from rich.console import Console
 
-from optimas_cli.flows.folder import RunFolder
 from optimas_cli.flows.run import ledger_summary
 from optimas_cli.flows.setup import budget_splits, build_context, build_pipeline, resolved, seed_everything
 from optimas_cli.system import SystemConfig
 from optimas_cli.system.evaluate import evaluate
+from optimas_cli.system.run_folder import RunFolder
 
 
 def evaluate_config(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:

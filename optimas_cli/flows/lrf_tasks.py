@@ -11,10 +11,10 @@ from collections import Counter
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from optimas_cli.flows.folder import RunFolder
-from optimas_cli.flows.lrf_stage import collect_initial_pairs, make_buffer, train_initial_lrf
 from optimas_cli.flows.run import ledger_summary
 from optimas_cli.flows.setup import budget_splits, build_context, build_pipeline, resolved, seed_everything
+from optimas_cli.lrf.stage import collect_initial_pairs, make_buffer, train_initial_lrf
+from optimas_cli.system.run_folder import RunFolder
 
 
 def _prepare(cfg: DictConfig, folder: RunFolder, console: Console):

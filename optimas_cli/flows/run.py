@@ -6,7 +6,6 @@ import logging
 from omegaconf import DictConfig
 from rich.console import Console
 
-from optimas_cli.flows.folder import RunFolder
 from optimas_cli.flows.setup import (
     budget_splits,
     build_context,
@@ -15,6 +14,7 @@ from optimas_cli.flows.setup import (
     resolved,
     seed_everything,
 )
+from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
 

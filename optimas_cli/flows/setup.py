@@ -7,8 +7,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from optimas_cli.errors import UserError
-from optimas_cli.flows.folder import RunFolder
 from optimas_cli.system import Pipeline, RunContext, RunLedger, Splits
+from optimas_cli.system.run_folder import RunFolder
 
 
 class LazyLM:

@@ -15,6 +15,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # Effective only if torch is not imported yet.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from optimas_cli.lm.local_models import local_model_folder, register_local_model  # noqa: E402
+from optimas_cli.lm.local.registry import local_model_folder, register_local_model  # noqa: E402
 
 __all__ = ["local_model_folder", "register_local_model"]

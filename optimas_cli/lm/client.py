@@ -22,8 +22,8 @@ import litellm
 from optimas_cli.errors import UserError
 from optimas_cli.lm.adapters import adapter_fingerprint
 from optimas_cli.lm.cache import CachedCompletion, CallCache, call_key
-from optimas_cli.lm.local_models import is_local
-from optimas_cli.lm.local_provider import register_provider
+from optimas_cli.lm.local.provider import register_provider
+from optimas_cli.lm.local.registry import is_local
 from optimas_cli.lm.paths import cache_root
 from optimas_cli.lm.sampling import sample_seed
 from optimas_cli.lm.types import LMRequest, LMResponse

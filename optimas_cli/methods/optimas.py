@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 from rich.console import Console
 
-from optimas_cli.flows.folder import RunFolder
-from optimas_cli.flows.lrf_stage import (
+from optimas_cli.lrf.collect import collect_all, optimizable_components
+from optimas_cli.lrf.stage import (
     LRF_DIR,
     collect_initial_pairs,
     collect_settings,
@@ -15,10 +15,10 @@ from optimas_cli.flows.lrf_stage import (
     train_config,
     train_initial_lrf,
 )
-from optimas_cli.lrf.collect import collect_all, optimizable_components
 from optimas_cli.lrf.train import adapt_stage2
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
+from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
 console = Console(highlight=False, soft_wrap=True)

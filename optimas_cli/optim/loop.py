@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from optimas_cli.flows.folder import RunFolder
 from optimas_cli.optim import optimize_component
 from optimas_cli.optim.scheduler import ComponentScheduler
 from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory
 from optimas_cli.system.evaluate import rewards
+from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
 STATE_FILE = "loop_state.json"

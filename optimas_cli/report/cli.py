@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from optimas_cli.errors import UserError
-from optimas_cli.report import plots, tables
+from optimas_cli.report import paper_tables, plots
 from optimas_cli.report.render import markdown, write_csv
 from optimas_cli.report.runs import RunSet, load_runs
 from optimas_cli.report.variants import assign
@@ -54,10 +54,10 @@ def write_report(found: RunSet, out: Path) -> str:
     sources = (f"Source: {len(runs)} run(s) under {', '.join(found.sources)}"
                + (f"; {len(found.problems)} left out (listed below)" if found.problems else "")
                + "; every run is listed in runs.csv.")
-    made = [tables.table2(runs, sources), tables.table3(runs, sources), tables.table4(runs, sources)]
+    made = [paper_tables.table2(runs, sources), paper_tables.table3(runs, sources), paper_tables.table4(runs, sources)]
     for table in made:
         write_csv(out / f"{table.name}.csv", table.csv_headers, table.csv_rows)
-    write_csv(out / "table4_components.csv", *tables.component_rows(runs))
+    write_csv(out / "table4_components.csv", *paper_tables.component_rows(runs))
     write_csv(out / "runs.csv", *run_rows(found))
 
     (out / "plots").mkdir(exist_ok=True)

@@ -11,8 +11,8 @@ matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from optimas_cli.report.paper_tables import method_key, method_label, optimization_runs  # noqa: E402
 from optimas_cli.report.runs import Run  # noqa: E402
-from optimas_cli.report.tables import method_key, method_label, optimization_runs  # noqa: E402
 
 
 def _grid(n: int):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from optimas_cli.report.table import Table
+from optimas_cli.report.formatting import Table
 
 
 def _escape(cell: str) -> str:

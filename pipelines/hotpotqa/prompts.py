@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from pipelines.hotpotqa.prompt_component import content_lines, strip_label
+from optimas_cli.system.prompt_component import content_lines, strip_label
 
 REWRITER_INSTRUCTION = "Rephrase the question so it is clear and self-contained. Keep every name, title and date."
 REWRITER_FORMAT = "Reply with the rewritten question only, on one line."

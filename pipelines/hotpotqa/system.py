@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from optimas_cli.errors import UserError
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, Metric, Pipeline, SingleLLMTask
+from optimas_cli.system.prompt_component import PromptComponent
 from pipelines.hotpotqa import prompts
 from pipelines.hotpotqa.data import (
     DEFAULT_TRAIN_SIZE,
@@ -19,7 +20,6 @@ from pipelines.hotpotqa.data import (
 )
 from pipelines.hotpotqa.metric import answer_f1
 from pipelines.hotpotqa.passage_search import BM25PassageIndex, Passage, PassageSearch
-from pipelines.hotpotqa.prompt_component import PromptComponent
 
 K_CHOICES = (1, 5, 10, 25)
 RETRIEVERS = ("bm25", "colbert")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from optimas_cli.report.formatting import Summary, Table, compact, number, percent, with_count
 from optimas_cli.report.runs import Run
-from optimas_cli.report.table import Summary, Table, compact, number, percent, with_count
 from optimas_cli.report.variants import natural_key
 
 METHOD_ORDER = ["unoptimized", "single_llm", "llmselector", "dspy", "textgrad", "hbc",

@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 
-from optimas_cli.flows.folder import RunFolder
 from optimas_cli.lrf.buffer import ReplayBuffer
 from optimas_cli.lrf.collect import COLLECTION_PHASE, collect_all, optimizable_components
 from optimas_cli.lrf.judge import judge_accuracy
@@ -22,6 +21,7 @@ from optimas_cli.lrf.pairs import PreferencePair, append_pairs, load_pairs
 from optimas_cli.lrf.text import component_infos
 from optimas_cli.lrf.train import TrainConfig, split_heldout, train_stage1
 from optimas_cli.system import Pipeline, RunContext, SystemConfig
+from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
 PAIRS_FILE, COLLECTED_FILE, LRF_DIR, REPORT_FILE = "pairs.jsonl", "collected.json", "lrf", "lrf_report.json"

@@ -25,8 +25,8 @@ from litellm.types.utils import Choices, Message, ModelResponse, Usage
 
 from optimas_cli.errors import UserError
 from optimas_cli.lm.adapters import adapter_fingerprint
-from optimas_cli.lm.batching import DynamicBatcher
-from optimas_cli.lm.local_models import PROVIDER, local_model_folder, model_name
+from optimas_cli.lm.local.batching import DynamicBatcher
+from optimas_cli.lm.local.registry import PROVIDER, local_model_folder, model_name
 from optimas_cli.lm.sampling import sample_seed
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class LocalProvider(CustomLLM):
         folder = local_model_folder(name, cache_dir or self.cache_dir)
         with self._lock:
             if folder not in self._models:
-                from optimas_cli.lm.local_model import LocalModel
+                from optimas_cli.lm.local.model import LocalModel
 
                 start = time.perf_counter()
                 self._models[folder] = LocalModel(name, folder, dtype=self.dtype, device=self.device)
@@ -104,7 +104,7 @@ class LocalProvider(CustomLLM):
     # ---- litellm entry point -------------------------------------------------------------------
     def completion(self, model: str, messages: list, model_response: ModelResponse,
                    optional_params: dict, *args: Any, **kwargs: Any) -> ModelResponse:
-        from optimas_cli.lm.local_model import Decoding
+        from optimas_cli.lm.local.model import Decoding
 
         name = model_name(model)
         params = dict(optional_params)

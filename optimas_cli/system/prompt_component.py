@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from optimas_cli.system import Component, ConfigKind
+from optimas_cli.system.component import Component, ConfigKind
 
 _MARKDOWN = re.compile(r"^[\s*_#>`\-]+|[\s*_`]+$")
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from optimas_cli.errors import UserError
-from optimas_cli.lm.convert import SHIPPED_MODELS, converted_model_dir
+from optimas_cli.lm.local.convert import SHIPPED_MODELS, converted_model_dir
 
 PROVIDER = "local"  # litellm model names look like "local/smollm2-135m-instruct"
 _registered: dict[str, Path] = {}

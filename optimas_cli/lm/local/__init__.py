@@ -1,0 +1,1 @@
+"""The embedded local provider: shipped models (converted once), batched in-process generation, LoRA adapters."""
