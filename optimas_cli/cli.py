@@ -5,6 +5,7 @@ import os
 import sys
 
 from optimas_cli.conf import CONF_DIR, GROUPS, options
+from optimas_cli.environment import prepare_process
 from optimas_cli.errors import UserError
 
 HYDRA_TASKS = {"run": "run", "collect": "collect", "train-lrf": "train-lrf", "eval": "eval"}
@@ -123,6 +124,7 @@ def quiet_libraries() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    prepare_process()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(HELP)

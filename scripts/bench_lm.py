@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 
-# Before torch loads: see optimas_cli/lm/__init__.py.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# Before torch loads: see optimas_cli/environment.py.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from optimas_cli.environment import prepare_process  # noqa: E402
+
+prepare_process()
 
 import argparse  # noqa: E402
 import statistics  # noqa: E402

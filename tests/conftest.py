@@ -11,8 +11,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Before torch loads: spinning OpenMP waiters make torch several times slower on shared cores.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from optimas_cli.environment import prepare_process  # noqa: E402
+
+prepare_process()  # what the `optimas` command sets up before torch, litellm and textgrad load
 
 TINY_MODEL = "local/tiny-llama"
 

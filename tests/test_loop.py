@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
 from optimas_cli.system import (
@@ -70,12 +71,12 @@ def test_gate_accepts_only_strict_improvements(tmp_path, favourite, accepted):
     loop = make_loop(pipeline, favourite, tmp_path, adapt=lambda config, ctx: adapted.append(config))
     config, history = loop.run()
     entry = history[0]
-    assert entry["proposal"] == favourite and entry["accepted"] is accepted
-    assert entry["val_after"] >= entry["val_before"]  # never lowers the validation score
+    assert entry.proposal == favourite and entry.accepted is accepted
+    assert entry.val_after >= entry.val_before  # never lowers the validation score
     if accepted:
-        assert config["pick"] == 3 and entry["val_after"] == pytest.approx(5 * 0.9) and len(adapted) == 1
+        assert config["pick"] == 3 and entry.val_after == pytest.approx(5 * 0.9) and len(adapted) == 1
     else:  # a rejected proposal leaves the configuration alone and triggers no LRF adaptation
-        assert config["pick"] == 0 and entry["val_after"] == pytest.approx(2.5) and adapted == []
+        assert config["pick"] == 0 and entry.val_after == pytest.approx(2.5) and adapted == []
 
 
 def test_validation_reuses_cached_upstream_outputs(tmp_path):
@@ -90,14 +91,14 @@ class Killed(Exception):
     pass
 
 
-def kill_after_second(entry, runs):
-    if entry["iteration"] == 2:
+def kill_after_second(entry):
+    if entry.iteration == 2:
         raise Killed
 
 
 def without_costs(history):
     """A resumed process re-runs its cached trajectories, so only the cost column may differ."""
-    return [{k: v for k, v in e.items() if k != "runs_so_far"} for e in history]
+    return [{k: v for k, v in e.to_dict().items() if k != "runs_so_far"} for e in history]
 
 
 def test_resume_after_a_kill_continues_with_the_same_history(tmp_path):
@@ -108,7 +109,7 @@ def test_resume_after_a_kill_continues_with_the_same_history(tmp_path):
         make_loop(pipeline, 3, tmp_path / "b", iterations=4, on_iteration=kill_after_second).run()
     seen = []
     _, resumed = make_loop(pipeline, 3, tmp_path / "b", iterations=4,
-                           on_iteration=lambda e, r: seen.append(e["iteration"])).run()
+                           on_iteration=lambda e: seen.append(e.iteration)).run()
     assert seen == [3, 4]  # finished iterations are not repeated
     assert without_costs(resumed) == without_costs(uninterrupted)
 
@@ -125,4 +126,53 @@ def test_a_resumed_run_counts_the_runs_spent_before_the_kill(tmp_path):
     # Everything before the kill is counted once, plus the 5 validation and 3 search runs that the
     # resumed process repeats to rebuild its cached trajectories.
     assert resumed.ctx.ledger.equivalent_runs() == pytest.approx(uninterrupted.ctx.ledger.equivalent_runs() + 8)
-    assert [e["runs_so_far"] for e in history] == sorted(e["runs_so_far"] for e in history)
+    assert [e.runs_so_far for e in history] == sorted(e.runs_so_far for e in history)
+
+
+class Route(Component):
+    """A per-instance choice: each input may be routed to its own value."""
+
+    def __init__(self):
+        super().__init__("pick", "routed per input", ("prepared",), ("value",), kind=ConfigKind.CHOICE,
+                         default=0, choices=(0, 1, 2, 3), per_instance=True)
+
+    def forward(self, inputs, value, ctx):
+        return [{"value": value} for _ in inputs]
+
+
+class RoutingReward(torch.nn.Module):
+    """A reward model whose favourite value lives in its weights, as a trained LRF's would."""
+
+    def __init__(self, favourite):
+        super().__init__()
+        self.favourite = torch.nn.Parameter(torch.tensor(float(favourite)), requires_grad=False)
+
+    def score(self, name, inputs, outputs):
+        return [100.0 if o["value"] == int(self.favourite.item()) else 0.0 for o in outputs]
+
+
+@pytest.mark.parametrize("adapted_favourite", [2, 3])
+def test_stage2_cannot_lower_validation_through_the_routes(tmp_path, adapted_favourite):
+    """Routes follow the LRF, so Stage 2 changes behaviour: adapted routes pass the gate or are undone."""
+    up, route = Upstream(), Route()
+    system = CompoundSystem([up, route], inputs=("q",), outputs=("value",))
+    rows = [{"q": f"question {i}"} for i in range(5)]
+    metric = Metric("reward", lambda ex, out: REWARD[out["value"]])
+    pipeline = Pipeline("routes", system, Splits(rows, rows, rows), metric)
+    lrf = RoutingReward(favourite=3)  # routing every input to 3 beats the default 0 (0.9 vs 0.5)
+
+    def adapt(config, ctx):  # Stage 2 moves the reward model's favourite
+        lrf.favourite.data.fill_(float(adapted_favourite))
+
+    ctx = RunContext(ledger=RunLedger(len(system)))
+    loop = OptimasLoop(pipeline, rows, rows, ctx, lrf, LoopSettings(iterations=1, search_size=3),
+                       RunFolder(tmp_path), adapt=adapt)
+    config, history = loop.run()
+    entry = history[0]
+    assert entry.accepted and config["pick"] == {"route": "lrf"}
+    assert entry.val_after == pytest.approx(5 * 0.9)  # never below what the gate accepted
+    if adapted_favourite == 2:  # the adapted routes would pick 2 (0.2 each): the old reward model comes back
+        assert entry.details["adaptation"].startswith("reverted") and int(lrf.favourite.item()) == 3
+        assert entry.details["val_after_adaptation"] == pytest.approx(5 * 0.2)
+    else:
+        assert entry.details["adaptation"] == "kept" and int(lrf.favourite.item()) == 3

@@ -1,17 +1,10 @@
-"""PreferencePair files: round trips, resuming after a killed write, malformed lines, datasets form."""
+"""PreferencePair files: round trips, resuming after a killed write, malformed lines."""
 from __future__ import annotations
 
 import pytest
 
 from optimas_cli.errors import DataError
-from optimas_cli.lrf.pairs import (
-    PreferencePair,
-    append_pairs,
-    from_dataset,
-    load_pairs,
-    save_pairs,
-    to_dataset,
-)
+from optimas_cli.lrf.pairs import PreferencePair, append_pairs, load_pairs
 
 
 def pair(i: int, component: str = "gen") -> PreferencePair:
@@ -23,9 +16,8 @@ def test_gap_and_round_trip(tmp_path):
     pairs = [pair(0), pair(1, "router")]
     assert pairs[0].gap == 0.5
     path = tmp_path / "pairs.jsonl"
-    assert save_pairs(path, pairs) == 2
+    assert append_pairs(path, pairs) == 2
     assert load_pairs(path) == pairs
-    assert not (tmp_path / "pairs.jsonl.tmp").exists()
 
 
 def test_a_killed_collection_resumes_without_losing_or_corrupting_pairs(tmp_path, caplog):
@@ -50,10 +42,3 @@ def test_a_malformed_line_in_the_middle_is_an_error_naming_the_line(tmp_path):
         load_pairs(path)
     with pytest.raises(DataError, match="does not exist"):
         load_pairs(tmp_path / "missing.jsonl")
-
-
-def test_dataset_form_keeps_every_field(tmp_path):
-    pairs = [pair(0), pair(1, "router")]
-    ds = to_dataset(pairs)
-    assert ds.num_rows == 2 and ds["gap"] == [0.5, 0.5] and ds["component"] == ["gen", "router"]
-    assert from_dataset(ds) == pairs

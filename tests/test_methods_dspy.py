@@ -34,8 +34,8 @@ def test_optimizes_the_instructions_of_the_capitals_toy(tmp_path):
     assert outcome.config["answerer"] == GOOD_INSTRUCTION and test["mean"] == 1.0
     assert info["best_val_mean"] == 1.0
     # the default program is evaluated first, then one evaluation per trial
-    assert outcome.history[0]["proposal"] == pipeline.system.default_config().to_dict()
-    assert outcome.history[0]["val_candidate"] == 0.0 and max(h["val_after"] for h in outcome.history) == 2.0
+    assert outcome.history[0].proposal == pipeline.system.default_config().to_dict()
+    assert outcome.history[0].val_candidate == 0.0 and max(h.val_after for h in outcome.history) == 2.0
     # DSPy's own calls went through the run's LM layer, tagged as the proposer
     assert info["proposer_calls"] > 0
     assert sum(component == PROPOSER_TAG for component, _ in lm.requests) == info["proposer_calls"]

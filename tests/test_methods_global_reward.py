@@ -53,7 +53,7 @@ def test_reaches_the_aligned_085_on_toy_retriever(tmp_path):
     outcome, test, ctx = optimize_and_test(method, pipeline, pipeline.splits, None, tmp_path)
     assert outcome.config["retriever"] == "B"
     assert test["mean"] == pytest.approx(0.85)
-    assert outcome.lrf is None and any(h["accepted"] for h in outcome.history)
+    assert outcome.lrf is None and any(h.accepted for h in outcome.history)
     assert ctx.ledger.equivalent_runs("local_optimization") > 0  # the scorer's downstream runs are paid for
     assert outcome.extras["global_reward"]["scored_batches"] > 0
 

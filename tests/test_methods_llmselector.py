@@ -26,7 +26,7 @@ def test_picks_the_model_that_is_always_right(tmp_path):
     info = outcome.extras["llmselector"]
     assert info["allocation"] == {"model_selector": "strong"} and info["train_estimate"] == 1.0
     assert info["rounds_run"] == 2  # round 2 changes nothing and stops the search
-    assert [h["proposal"] for h in outcome.history] == ["strong"] and outcome.history[0]["accepted"]
+    assert [h.proposal for h in outcome.history] == ["strong"] and outcome.history[0].accepted
     # on the 4-example sample: the default allocation, then one candidate (selector and solver re-run)
     assert ctx.ledger.equivalent_runs("local_optimization") == pytest.approx(4 + 4)
 

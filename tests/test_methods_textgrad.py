@@ -42,7 +42,7 @@ def test_optimizes_the_capitals_toy_through_the_run_lm(tmp_path):
     assert outcome.config["answerer"] == GOOD_INSTRUCTION and test["mean"] == 1.0
     info = outcome.extras["textgrad"]
     assert info["implementation"] == "textgrad 0.1.8" and info["parse_failures"] == 0
-    assert outcome.history[0]["accepted"] and outcome.history[0]["val_after"] == 2.0
+    assert outcome.history[0].accepted and outcome.history[0].val_after == 2.0
     tags = {component for component, _ in lm.requests}
     assert {"textgrad.loss", "textgrad.backward", "textgrad.optimizer"} <= tags
     assert sum(c == "textgrad.loss" for c, _ in lm.requests) == 2 * 3  # one critique per batch example
@@ -55,7 +55,7 @@ def test_an_update_that_lowers_validation_is_reverted(tmp_path):
     lm = ScriptedLM(lambda req: capitals_reply(req) or scripted_reply(req, "Reply politely."))
     outcome, test, _ = optimize_and_test(TextGrad(budget=smoke_budget()), pipeline, pipeline.splits, lm, tmp_path)
     assert outcome.config["answerer"] == GOOD_INSTRUCTION and test["mean"] == 1.0
-    assert outcome.history[0]["val_candidate"] == 0.0 and not outcome.history[0]["accepted"]
+    assert outcome.history[0].val_candidate == 0.0 and not outcome.history[0].accepted
 
 
 def test_an_update_reply_without_tags_is_a_counted_parse_failure(tmp_path):
@@ -70,7 +70,7 @@ def test_an_update_reply_without_tags_is_a_counted_parse_failure(tmp_path):
                                       tmp_path)
     assert outcome.extras["textgrad"]["parse_failures"] == 2 * 2  # two steps, two prompt components
     assert outcome.config == pipeline.system.default_config()
-    assert all(h["component"] is None for h in outcome.history)
+    assert all(h.component is None for h in outcome.history)
 
 
 @needs_pubmedqa

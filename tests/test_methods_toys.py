@@ -30,6 +30,7 @@ from optimas_cli.system import (
     RunLedger,
     Splits,
 )
+from optimas_cli.system.budget import Budget
 from optimas_cli.system.evaluate import evaluate
 from optimas_cli.system.run_folder import RunFolder
 from tests.fakes import ScriptedLM
@@ -166,9 +167,9 @@ def pubmedqa_lm(pipeline: Pipeline, instruction: str = "Summarize the evidence b
 
 
 # -- running a method the way the runner does ---------------------------------------------------
-def smoke_budget(**changes) -> dict:
+def smoke_budget(**changes) -> Budget:
     budget = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "budget" / "smoke.yaml"))
-    return {**budget, **changes}
+    return Budget.from_mapping({**budget, **changes})
 
 
 @functools.cache

@@ -6,6 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.optim.scheduler import ComponentScheduler
 
 NAMES = ["a", "b", "c"]
@@ -36,6 +37,10 @@ def test_nothing_allowed_leaves_every_component_eligible():
 
 
 def test_prioritized_revisits_the_component_whose_proposals_pass_the_gate():
-    history = [{"component": "a", "accepted": True}] * 5 + [{"component": "b", "accepted": False}] * 5
+    def entry(component, accepted):
+        return HistoryEntry(iteration=1, component=component, val_before=0.0, val_after=0.0, accepted=accepted,
+                            runs_so_far=0.0)
+
+    history = [entry("a", True)] * 5 + [entry("b", False)] * 5
     counts = Counter(picks("prioritized", history=history))
     assert counts["a"] > counts["c"] > counts["b"]  # (1+5)/7 > 1/2 > 1/7

@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from optimas_cli.conf import CONF_DIR
-from optimas_cli.flows.setup import budget_splits, build_context, build_method, build_pipeline
+from optimas_cli.flows.setup import budget_splits, build_budget, build_context, build_method, build_pipeline
 from optimas_cli.system.run_folder import RunFolder
 
 pytestmark = pytest.mark.real_model
@@ -34,10 +34,10 @@ def composed(pipeline: str):
 def test_optimas_recovers_the_aligned_choice(tmp_path, pipeline, aligned, per_query):
     cfg = composed(pipeline)
     pipe = build_pipeline(cfg)
-    splits = budget_splits(pipe, cfg.budget)
+    splits = budget_splits(pipe, build_budget(cfg))
     folder = RunFolder(tmp_path)
     ctx = build_context(cfg, pipe, folder)
-    method = build_method(cfg)
+    method = build_method(cfg, build_budget(cfg))
     outcome = method.optimize(pipe, splits, ctx, folder)
     result = method.evaluate(pipe, outcome, splits.test, ctx, repeats=1)
     assert result["mean"] == pytest.approx(aligned)
@@ -45,4 +45,4 @@ def test_optimas_recovers_the_aligned_choice(tmp_path, pipeline, aligned, per_qu
     for got, want in zip(picks, per_query, strict=True):
         if want is not None:  # Q5 of the model selector: neither model is right, no pair to learn from
             assert got == want
-    assert outcome.history[0]["accepted"] and outcome.config[pipe.system.order[0]] == {"route": "lrf"}
+    assert outcome.history[0].accepted and outcome.config[pipe.system.order[0]] == {"route": "lrf"}

@@ -5,7 +5,14 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from optimas_cli.flows.run import ledger_summary
-from optimas_cli.flows.setup import budget_splits, build_context, build_pipeline, resolved, seed_everything
+from optimas_cli.flows.setup import (
+    budget_splits,
+    build_budget,
+    build_context,
+    build_pipeline,
+    resolved,
+    seed_everything,
+)
 from optimas_cli.system import SystemConfig
 from optimas_cli.system.evaluate import evaluate
 from optimas_cli.system.run_folder import RunFolder
@@ -14,7 +21,7 @@ from optimas_cli.system.run_folder import RunFolder
 def evaluate_config(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     seed_everything(int(cfg.seed))
     pipeline = build_pipeline(cfg)
-    splits = budget_splits(pipeline, cfg.budget)
+    splits = budget_splits(pipeline, build_budget(cfg))
     ctx = build_context(cfg, pipeline, folder)
     config = SystemConfig.load(cfg.config_file) if cfg.config_file else pipeline.system.default_config()
     if cfg.lrf_dir:  # per-instance choices that route by the local reward need the trained model

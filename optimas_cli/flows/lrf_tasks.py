@@ -12,7 +12,14 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from optimas_cli.flows.run import ledger_summary
-from optimas_cli.flows.setup import budget_splits, build_context, build_pipeline, resolved, seed_everything
+from optimas_cli.flows.setup import (
+    budget_splits,
+    build_budget,
+    build_context,
+    build_pipeline,
+    resolved,
+    seed_everything,
+)
 from optimas_cli.lrf.stage import collect_initial_pairs, make_buffer, train_initial_lrf
 from optimas_cli.system.run_folder import RunFolder
 
@@ -20,7 +27,7 @@ from optimas_cli.system.run_folder import RunFolder
 def _prepare(cfg: DictConfig, folder: RunFolder, console: Console):
     seed_everything(int(cfg.seed))
     pipeline = build_pipeline(cfg)
-    splits = budget_splits(pipeline, cfg.budget)
+    splits = budget_splits(pipeline, build_budget(cfg))
     ctx = build_context(cfg, pipeline, folder)
     lrf_cfg = OmegaConf.to_container(cfg.lrf, resolve=True)
     console.print(f"[bold]{pipeline.name}[/] · collecting preference pairs on {len(splits.train)} training inputs")

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from optimas_cli.flows.setup import (
     budget_splits,
+    build_budget,
     build_context,
     build_method,
     build_pipeline,
@@ -22,9 +23,10 @@ log = logging.getLogger("optimas")
 def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     seed_everything(int(cfg.seed))
     pipeline = build_pipeline(cfg)
-    splits = budget_splits(pipeline, cfg.budget)
+    budget = build_budget(cfg)
+    splits = budget_splits(pipeline, budget)
     ctx = build_context(cfg, pipeline, folder)
-    method = build_method(cfg)
+    method = build_method(cfg, budget, console)
     log.info("pipeline=%s method=%s splits=%s", pipeline.name, method.name, splits.sizes())
     console.print(f"[bold]{pipeline.name}[/] · method [bold]{method.name}[/] · splits {splits.sizes()}")
 
@@ -45,7 +47,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
         "validation": validation,
         "ledger": ledger_summary(ctx),
         "best_config": outcome.config.to_dict(),
-        "history": outcome.history,
+        "history": [entry.to_dict() for entry in outcome.history],
         "splits": splits.sizes(),
         "pipeline_info": pipeline.info,
         **outcome.extras,

@@ -5,9 +5,11 @@ import random
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
 
 from optimas_cli.errors import UserError
 from optimas_cli.system import Pipeline, RunContext, RunLedger, Splits
+from optimas_cli.system.budget import Budget
 from optimas_cli.system.run_folder import RunFolder
 
 
@@ -61,7 +63,11 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
     return instantiate(cfg.pipeline, data_dir=cfg.data_dir, _convert_="all")
 
 
-def budget_splits(pipeline: Pipeline, budget: DictConfig) -> Splits:
+def build_budget(cfg: DictConfig) -> Budget:
+    return Budget.from_mapping(OmegaConf.to_container(cfg.budget, resolve=True))
+
+
+def budget_splits(pipeline: Pipeline, budget: Budget) -> Splits:
     """Cap each split at the budget's size (null keeps the whole split); the order is the loader's."""
     s = pipeline.splits
 
@@ -82,8 +88,10 @@ def build_context(cfg: DictConfig, pipeline: Pipeline, folder: RunFolder) -> Run
     return ctx
 
 
-def build_method(cfg: DictConfig):
-    return instantiate(cfg.method, _convert_="all")
+def build_method(cfg: DictConfig, budget: Budget, console: Console | None = None):
+    """The method of the run, sized by the run's one Budget and reporting on `console`."""
+    # Partial, then called: instantiate would turn the Budget dataclass into a plain dict.
+    return instantiate(cfg.method, _partial_=True, _convert_="all")(budget=budget, console=console)
 
 
 def resolved(cfg: DictConfig) -> dict:

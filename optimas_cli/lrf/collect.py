@@ -54,8 +54,7 @@ def _fix_independent_components(
     after = system.order[system.order.index(name) + 1 :]
     independent = [n for n in after if n not in downstream]
     if independent:
-        # CompoundSystem has no public "run these components" entry; _execute is its batched stage runner.
-        system._execute(trajs, independent, config, ctx)
+        system.run_components(trajs, independent, config, ctx)
 
 
 def _draw_candidates(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,17 +100,6 @@ def append_pairs(path: str | os.PathLike, pairs: Iterable[PreferencePair]) -> in
     return n
 
 
-def save_pairs(path: str | os.PathLike, pairs: Iterable[PreferencePair]) -> int:
-    """Write a fresh JSONL file atomically (the old one, if any, is replaced only when complete)."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    if tmp.exists():
-        tmp.unlink()
-    n = append_pairs(tmp, pairs)
-    os.replace(tmp, path)
-    return n
-
-
 def load_pairs(path: str | os.PathLike) -> list[PreferencePair]:
     """Read a JSONL file of pairs; a truncated last line is skipped, a bad line elsewhere is an error."""
     path = Path(path)
@@ -130,44 +119,6 @@ def load_pairs(path: str | os.PathLike) -> list[PreferencePair]:
                 break
             raise DataError(f"malformed preference pair in {path} line {lineno}: {exc}", "fix or remove that line") from None
     return pairs
-
-
-def to_dataset(pairs: Sequence[PreferencePair]):
-    """A `datasets.Dataset` with one row per pair.
-
-    context/chosen/rejected are JSON strings: different components have different fields, and an
-    Arrow column needs one schema.
-    """
-    import datasets
-
-    return datasets.Dataset.from_dict(
-        {
-            "component": [p.component for p in pairs],
-            "context": [_to_json(p.context) for p in pairs],
-            "chosen": [_to_json(p.chosen) for p in pairs],
-            "rejected": [_to_json(p.rejected) for p in pairs],
-            "chosen_score": [float(p.chosen_score) for p in pairs],
-            "rejected_score": [float(p.rejected_score) for p in pairs],
-            "gap": [float(p.gap) for p in pairs],
-            "meta": [_to_json(p.meta) for p in pairs],
-        }
-    )
-
-
-def from_dataset(dataset) -> list[PreferencePair]:
-    """The inverse of `to_dataset`."""
-    return [
-        PreferencePair(
-            component=row["component"],
-            context=json.loads(row["context"]),
-            chosen=json.loads(row["chosen"]),
-            rejected=json.loads(row["rejected"]),
-            chosen_score=row["chosen_score"],
-            rejected_score=row["rejected_score"],
-            meta=json.loads(row.get("meta") or "{}"),
-        )
-        for row in dataset
-    ]
 
 
 def by_component(pairs: Iterable[PreferencePair]) -> dict[str, list[PreferencePair]]:

@@ -1,10 +1,18 @@
-"""The interface every method (optimas and the baselines) implements, so comparisons are side by side."""
+"""The interface every method (optimas and the baselines) implements, so comparisons are side by side.
+
+The runner builds a method once with its typed budget and the console to report on; `optimize` may
+use the train and validation splits only and hands back a MethodOutcome; the runner evaluates it.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.console import Console
+
+from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.system import Pipeline, RunContext, Splits, SystemConfig
+from optimas_cli.system.budget import Budget
 from optimas_cli.system.evaluate import evaluate
 
 
@@ -14,14 +22,16 @@ class MethodOutcome:
 
     config: SystemConfig
     lrf: Any = None  # a LocalRewardModel, when per-instance choices route by it at inference
-    history: list[dict] = field(default_factory=list)  # one entry per iteration
+    history: list[HistoryEntry] = field(default_factory=list)  # one entry per proposal judged
     extras: dict = field(default_factory=dict)  # method-specific results for results.json
 
 
 class Method:
-    """`optimize` may use train and validation splits only; the runner evaluates on test."""
+    """`budget` sizes the method's work; `console` is where it reports progress (quiet in tests)."""
 
-    name = "method"
+    def __init__(self, name: str, budget: Budget, console: Console | None = None):
+        self.name, self.budget = name, budget
+        self.console = console if console is not None else Console(quiet=True)
 
     def optimize(self, pipeline: Pipeline, splits: Splits, ctx: RunContext, folder) -> MethodOutcome:
         raise NotImplementedError
@@ -30,3 +40,11 @@ class Method:
         self, pipeline: Pipeline, outcome: MethodOutcome, examples: list[dict], ctx: RunContext, repeats: int
     ) -> dict:
         return evaluate(pipeline, outcome.config, examples, ctx.replace(lrf=outcome.lrf), repeats)
+
+    def print_iteration(self, entry: HistoryEntry) -> None:
+        """One line per judged proposal, the same for every method that runs a gate."""
+        verdict = "[green]accepted[/]" if entry.accepted else "[dim]rejected[/]"
+        candidate = entry.val_before if entry.val_candidate is None else entry.val_candidate
+        changed = entry.component if isinstance(entry.component, str) else ", ".join(entry.component or ["-"])
+        self.console.print(f"  iter {entry.iteration:>3} · {changed:<22} · val {entry.val_before:.3f}"
+                           f" → {candidate:.3f} {verdict} · runs {entry.runs_so_far:.1f}")

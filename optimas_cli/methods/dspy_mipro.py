@@ -40,9 +40,10 @@ from dspy.utils.exceptions import AdapterParseError
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
-from optimas_cli.methods.optimas import console
 from optimas_cli.methods.scorers import input_key
+from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory
+from optimas_cli.system.budget import Budget
 
 log = logging.getLogger("optimas")
 PROPOSER_TAG = "dspy.proposer"
@@ -187,11 +188,8 @@ class SystemRuntime:
             return
         config = self.config_for(values)
         trajs = [self.cache[(k, base_signature)] for k in group]
-        rerun: set[str] = set()
-        for name in self.system.order:  # re-run each changed component once, with what follows it
-            if name in self.prompt_names and config[name] != self.default[name] and name not in rerun:
-                trajs = self.system.run_from(name, trajs, config, ctx)
-                rerun |= {name, *self.system.downstream(name)}
+        changed = [n for n in self.prompt_names if config[n] != self.default[n]]
+        trajs = self.system.run_changed(changed, trajs, config, ctx)
         for k, traj in zip(group, trajs, strict=True):
             self.cache[(k, signature)] = traj
 
@@ -219,7 +217,7 @@ class MiproObserver(BaseCallback):
         self.runtime = runtime
         self.parse_failures = 0
         self.failure_excerpts: list[str] = []
-        self.evaluations: list[dict] = []
+        self.evaluations: list[HistoryEntry] = []
         self._open: dict[str, dict] = {}
         self._parsing: dict[str, str] = {}
 
@@ -236,13 +234,13 @@ class MiproObserver(BaseCallback):
         if opened is None or outputs is None:
             return
         total = float(outputs.score) / 100.0 * opened["n"]
-        before = self.evaluations[-1]["val_after"] if self.evaluations else total
-        self.evaluations.append({
-            "iteration": len(self.evaluations) + 1, "component": "all prompt components", "kind": "prompt",
-            "proposal": opened["values"], "val_before": before, "val_candidate": total,
-            "val_after": max(before, total), "accepted": total > before, "n": opened["n"],
-            "runs": self.runtime.ctx.ledger.equivalent_runs(),
-        })
+        before = self.evaluations[-1].val_after if self.evaluations else total
+        self.evaluations.append(HistoryEntry(
+            iteration=len(self.evaluations) + 1, component=list(self.runtime.prompt_names), kind="prompt",
+            proposal=opened["values"], val_before=before, val_candidate=total, val_after=max(before, total),
+            accepted=total > before, runs_so_far=round(self.runtime.ctx.ledger.equivalent_runs(), 2),
+            n=opened["n"],
+        ))
 
     def on_adapter_parse_start(self, call_id, instance, inputs):
         self._parsing[call_id] = str(inputs.get("completion", ""))
@@ -292,13 +290,14 @@ class DSPyMIPRO(Method):
     trials (default budget.iterations), each a full evaluation on the validation split unless
     `minibatch` is set."""
 
-    def __init__(self, name: str = "dspy", budget=None, seed: int = 0, num_candidates: int | None = None,
+    def __init__(self, budget: Budget, name: str = "dspy", console=None, seed: int = 0, num_candidates: int | None = None,
                  num_trials: int | None = None, minibatch: bool = False, minibatch_size: int = 35,
                  init_temperature: float = 1.0, max_tokens: int = 512, view_data_batch_size: int = 10,
                  program_aware: bool = True, data_aware: bool = True, tip_aware: bool = True, fewshot_aware: bool = True):
-        self.name, self.budget, self.seed = name, dict(budget or {}), int(seed)
-        self.num_candidates = int(num_candidates if num_candidates is not None else int(self.budget.get("num_candidates", 3)) + 1)
-        self.num_trials = int(num_trials if num_trials is not None else self.budget.get("iterations", 10))
+        super().__init__(name, budget, console)
+        self.seed = int(seed)
+        self.num_candidates = int(num_candidates if num_candidates is not None else budget.num_candidates + 1)
+        self.num_trials = int(num_trials if num_trials is not None else budget.iterations)
         self.minibatch, self.minibatch_size = bool(minibatch), int(minibatch_size)
         self.init_temperature, self.max_tokens = float(init_temperature), int(max_tokens)
         self.proposer = {"view_data_batch_size": int(view_data_batch_size), "program_aware_proposer": program_aware,
@@ -327,7 +326,7 @@ class DSPyMIPRO(Method):
         optimizer = dspy.MIPROv2(metric=metric, prompt_model=lm, task_model=lm, auto=None,
                                  num_candidates=self.num_candidates, max_bootstrapped_demos=0, max_labeled_demos=0,
                                  num_threads=1, seed=self.seed, init_temperature=self.init_temperature)
-        console.print(f"[bold]DSPy MIPROv2[/] · {prompt_names} · {self.num_candidates} candidates · "
+        self.console.print(f"[bold]DSPy MIPROv2[/] · {prompt_names} · {self.num_candidates} candidates · "
                       f"{self.num_trials} trials")
         status, error, best = "optimized", None, None
         with ctx.ledger.timed("local_optimization"), dspy_logs_to_run_log(), dspy.context(lm=lm, callbacks=[observer]):
@@ -347,7 +346,7 @@ class DSPyMIPRO(Method):
             "best_val_mean": (float(best.score) / 100.0) if best is not None and hasattr(best, "score") else None,
             "changed": [n for n in prompt_names if config[n] != runtime.default[n]],
         }
-        console.print(f"  {status} · parse failures {observer.parse_failures} · changed {extras['changed']}")
+        self.console.print(f"  {status} · parse failures {observer.parse_failures} · changed {extras['changed']}")
         return MethodOutcome(config=config, history=observer.evaluations, extras={"dspy": extras})
 
     @staticmethod

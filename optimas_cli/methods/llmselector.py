@@ -24,9 +24,10 @@ import statistics
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
-from optimas_cli.methods.optimas import console
 from optimas_cli.methods.scorers import input_key
+from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.system import ConfigKind, Pipeline, SystemConfig
+from optimas_cli.system.budget import Budget
 from optimas_cli.system.evaluate import rewards
 
 APPLIES_TO = "pubmedqa (context_model_selector, solver_model_selector) and toy_model_selector"
@@ -61,12 +62,12 @@ def model_components(pipeline: Pipeline, names=None) -> list[str]:
 
 
 class LLMSelector(Method):
-    def __init__(self, name: str = "llmselector", budget=None, components=None, rounds: int | None = None,
-                 sample_size: int | None = None):
-        self.name, self.budget = name, dict(budget or {})
+    def __init__(self, budget: Budget, name: str = "llmselector", console=None, components=None,
+                 rounds: int | None = None, sample_size: int | None = None):
+        super().__init__(name, budget, console)
         self.components = list(components) if components else None
-        self.rounds = int(rounds if rounds is not None else self.budget.get("iterations", 3))
-        self.sample_size = int(sample_size if sample_size is not None else self.budget.get("search_size", 50))
+        self.rounds = int(rounds if rounds is not None else budget.iterations)
+        self.sample_size = int(sample_size if sample_size is not None else budget.search_size)
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         system = pipeline.system
@@ -82,8 +83,8 @@ class LLMSelector(Method):
         with ctx.ledger.timed("local_optimization"):
             trajs = system.run(sample, config, octx)
         score = measured[input_key(config.to_dict())] = estimate(trajs)
-        console.print(f"[bold]llmselector[/] · {names} · {len(sample)} training examples · start {score:.3f}")
-        history: list[dict] = []
+        self.console.print(f"[bold]llmselector[/] · {names} · {len(sample)} training examples · start {score:.3f}")
+        history: list[HistoryEntry] = []
         rounds_run = 0
         for rnd in range(1, self.rounds + 1):
             rounds_run = rnd
@@ -101,13 +102,15 @@ class LLMSelector(Method):
                         cand_trajs = system.run_from(name, trajs, candidate, octx)
                     cand_score = measured[key] = estimate(cand_trajs)
                     better = cand_score > best[1]
-                    history.append({
-                        "iteration": len(history) + 1, "round": rnd, "component": name, "kind": "choice",
-                        "proposal": model, "current": config[name], "train_estimate": cand_score,
-                        "best_estimate_before": best[1], "accepted": better,
-                        "runs": ctx.ledger.equivalent_runs(),
-                    })
-                    console.print(f"  round {rnd} · {name:<24} · {model:<32} · {cand_score:.3f}"
+                    # Its gate is an estimate on a training sample, recorded as that sample's total.
+                    n = len(sample)
+                    history.append(HistoryEntry(
+                        iteration=len(history) + 1, component=name, kind="choice", proposal=model,
+                        val_before=best[1] * n, val_candidate=cand_score * n, val_after=max(best[1], cand_score) * n,
+                        accepted=better, runs_so_far=round(ctx.ledger.equivalent_runs(), 2), n=n,
+                        scored_on="training sample", details={"round": rnd, "current": config[name]},
+                    ))
+                    self.console.print(f"  round {rnd} · {name:<24} · {model:<32} · {cand_score:.3f}"
                                   f"{'  [green]best so far[/]' if better else ''}")
                     if better:
                         best = (model, cand_score, cand_trajs)

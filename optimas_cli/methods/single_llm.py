@@ -9,9 +9,6 @@ from optimas_cli.system.evaluate import summarize
 
 
 class SingleLLM(Method):
-    def __init__(self, name: str = "single_llm"):
-        self.name = name
-
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         if pipeline.single_llm is None:
             raise UserError(f"pipeline {pipeline.name!r} defines no single-LLM task", "choose another method")

@@ -25,26 +25,21 @@ between runs.
 """
 from __future__ import annotations
 
-import os
 import statistics
 import threading
 
 import numpy as np
+import textgrad as tg
+from textgrad.autograd.function import BackwardContext
+from textgrad.autograd.llm_ops import LLMCall
 
-from optimas_cli.lm.paths import cache_root
-
-os.environ.setdefault("TEXTGRAD_LOG_DIR", str(cache_root() / "textgrad-logs"))
-
-import textgrad as tg  # noqa: E402  (its log folder is chosen on import)
-from textgrad.autograd.function import BackwardContext  # noqa: E402
-from textgrad.autograd.llm_ops import LLMCall  # noqa: E402
-
-from optimas_cli.errors import UserError  # noqa: E402
-from optimas_cli.lrf.text import format_value  # noqa: E402
-from optimas_cli.methods.base import Method, MethodOutcome  # noqa: E402
-from optimas_cli.methods.optimas import console  # noqa: E402
-from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory  # noqa: E402
-from optimas_cli.system.evaluate import rewards  # noqa: E402
+from optimas_cli.errors import UserError
+from optimas_cli.lrf.text import format_value
+from optimas_cli.methods.base import Method, MethodOutcome
+from optimas_cli.optim.history import HistoryEntry
+from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory
+from optimas_cli.system.budget import Budget
+from optimas_cli.system.evaluate import rewards
 
 FIELD_CHARS = 600  # each rendered field is cut to this many characters in TextGrad's prompts
 
@@ -158,11 +153,12 @@ class TextGradGraph:
 class TextGrad(Method):
     """`steps` TGD steps (default budget.iterations) on minibatches of `batch_size` training examples."""
 
-    def __init__(self, name: str = "textgrad", budget=None, seed: int = 0, steps: int | None = None,
+    def __init__(self, budget: Budget, name: str = "textgrad", console=None, seed: int = 0, steps: int | None = None,
                  batch_size: int = 3, max_tokens: int = 512, temperature: float = 0.0,
                  constraints: list[str] | None = None, gradient_memory: int = 0):
-        self.name, self.budget, self.seed = name, dict(budget or {}), int(seed)
-        self.steps = int(steps if steps is not None else self.budget.get("iterations", 10))
+        super().__init__(name, budget, console)
+        self.seed = int(seed)
+        self.steps = int(steps if steps is not None else budget.iterations)
         self.batch_size, self.max_tokens, self.temperature = int(batch_size), int(max_tokens), float(temperature)
         self.constraints, self.gradient_memory = list(constraints or []), int(gradient_memory)
 
@@ -191,9 +187,9 @@ class TextGrad(Method):
         val_total = float(sum(rewards(pipeline, val_trajs)))  # summed, as the Optimas loop reports it
         rng = np.random.default_rng(self.seed)
         order: list[int] = []
-        history: list[dict] = []
+        history: list[HistoryEntry] = []
         parse_failures = 0
-        console.print(f"[bold]TextGrad[/] · {prompt_names} · {self.steps} steps of {self.batch_size} · "
+        self.console.print(f"[bold]TextGrad[/] · {prompt_names} · {self.steps} steps of {self.batch_size} · "
                       f"val {val_total:.3f}")
         for step in range(1, self.steps + 1):
             while len(order) < self.batch_size:  # shuffled epochs over the training split
@@ -218,36 +214,27 @@ class TextGrad(Method):
             for name, text in proposal.items():
                 candidate = candidate.replace(name, text)
             changed = [n for n in prompt_names if candidate[n] != config[n]]
-            entry = {"iteration": step, "component": changed or None, "kind": "prompt",
-                     "proposal": {n: proposal[n] for n in changed}, "train_batch_mean": statistics.fmean(scores),
-                     "val_before": val_total, "val_after": val_total, "accepted": False}
+            entry = HistoryEntry(iteration=step, component=changed or None, kind="prompt",
+                                 proposal={n: proposal[n] for n in changed}, val_before=val_total,
+                                 val_after=val_total, accepted=False, runs_so_far=0.0, n=len(splits.val),
+                                 details={"train_batch_mean": statistics.fmean(scores)})
             if changed:
                 with ctx.ledger.timed("validation"):
-                    cand_trajs = self._rerun(system, changed, val_trajs, candidate, vctx)
+                    cand_trajs = system.run_changed(changed, val_trajs, candidate, vctx)
                 cand_total = float(sum(rewards(pipeline, cand_trajs)))
-                entry["val_candidate"] = cand_total
+                entry.val_candidate = cand_total
                 if cand_total >= val_total:  # TextGrad reverts only when validation gets worse
                     config, val_trajs, val_total = candidate, cand_trajs, cand_total
-                    entry.update(accepted=True, val_after=cand_total)
+                    entry.accepted, entry.val_after = True, cand_total
+            else:
+                entry.note = "no update"
             for name in prompt_names:  # a reverted (or unparsed) update leaves the parameter as configured
                 params[name].set_value(config[name] if isinstance(config[name], str) else "")
-            entry["runs"] = ctx.ledger.equivalent_runs()
+            entry.runs_so_far = round(ctx.ledger.equivalent_runs(), 2)
             history.append(entry)
             config.save(folder.file("best_config.json"))
-            verdict = "[green]kept[/]" if entry["accepted"] else "[dim]reverted[/]" if changed else "[dim]no update[/]"
-            console.print(f"  step {step:>3} · {', '.join(changed) or '-':<30} · val {entry['val_before']:.3f} → "
-                          f"{entry.get('val_candidate', entry['val_before']):.3f} {verdict}")
+            self.print_iteration(entry)
         extras = {"implementation": f"textgrad {tg.__version__}", "parse_failures": parse_failures,
                   "lm_calls": {role: e.calls for role, e in engines.items()}, "final_val_mean": val_total / len(splits.val),
                   "changed": [n for n in prompt_names if config[n] != system.default_config()[n]]}
         return MethodOutcome(config=SystemConfig(config), history=history, extras={"textgrad": extras})
-
-    @staticmethod
-    def _rerun(system, changed: list[str], trajs: list[Trajectory], config: SystemConfig, ctx: RunContext):
-        """Re-run each changed component once, with what follows it (earliest first)."""
-        done: set[str] = set()
-        for name in system.order:
-            if name in changed and name not in done:
-                trajs = system.run_from(name, trajs, config, ctx)
-                done |= {name, *system.downstream(name)}
-        return trajs

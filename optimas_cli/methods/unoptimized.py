@@ -5,8 +5,5 @@ from optimas_cli.methods.base import Method, MethodOutcome
 
 
 class Unoptimized(Method):
-    def __init__(self, name: str = "unoptimized"):
-        self.name = name
-
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         return MethodOutcome(config=pipeline.system.default_config())

@@ -49,12 +49,14 @@ def setting(cfg: Mapping | None, key: str, default: Any) -> Any:
     return default if value is None else value
 
 
-def make_rng(rng: np.random.Generator | None, cfg: Mapping | None, ctx: RunContext) -> np.random.Generator:
+def make_rng(rng: np.random.Generator | None, cfg: Any, ctx: RunContext) -> np.random.Generator:
     """The loop's Generator when it passes one (so successive iterations draw fresh samples),
-    else one seeded from the settings, reproducible for a given seed and sample index."""
+    else one seeded from the settings (a mapping or a typed settings object with `seed`),
+    reproducible for a given seed and sample index."""
     if rng is not None:
         return rng
-    return np.random.default_rng([int(setting(cfg, "seed", ctx.seed)), int(ctx.sample_index)])
+    seed = setting(cfg, "seed", None) if cfg is None or isinstance(cfg, Mapping) else getattr(cfg, "seed", None)
+    return np.random.default_rng([int(ctx.seed if seed is None else seed), int(ctx.sample_index)])
 
 
 def score_value(

@@ -10,7 +10,7 @@ policy {"route": "lrf"} — at inference `Component.execute` runs every value an
 the output with the highest r_k — so the LRF itself becomes part of the configuration, and the
 loop must keep `ctx.lrf` current. Nothing is executed here; only the gate can judge a policy.
 
-Settings (cfg): temperature (1.0: the paper's plain exp(r_k)), seed (used when no rng is passed).
+Settings: optim/settings.py ChoiceSettings (temperature 1.0 is the paper's plain exp(r_k)).
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from optimas_cli.errors import UserError
-from optimas_cli.optim import Proposal, make_rng, score_value, setting
+from optimas_cli.optim import Proposal, make_rng, score_value
+from optimas_cli.optim.settings import ChoiceSettings, typed
 from optimas_cli.system.component import LRF_ROUTE, Component
 from optimas_cli.system.context import RunContext
 
@@ -43,10 +44,11 @@ def propose(
     search_inputs: Sequence[dict],
     lrf: Any,
     ctx: RunContext,
-    cfg: Mapping | None = None,
+    cfg: ChoiceSettings | Mapping | None = None,
     *,
     rng: np.random.Generator | None = None,
 ) -> Proposal:
+    cfg = typed(ChoiceSettings, cfg, "optimizer.choice")
     if component.per_instance:
         return Proposal(
             value=dict(LRF_ROUTE),
@@ -57,7 +59,7 @@ def propose(
 
     values = component.candidate_values()
     scores = [score_value(component, v, search_inputs, lrf, ctx)[0] for v in values]
-    probabilities = exp_probabilities(scores, float(setting(cfg, "temperature", 1.0)))
+    probabilities = exp_probabilities(scores, cfg.temperature)
     picked = int(make_rng(rng, cfg, ctx).choice(len(values), p=probabilities))
 
     # Values may be unhashable (aggregator weight lists), so find the current one by equality.

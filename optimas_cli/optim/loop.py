@@ -5,6 +5,7 @@ total, history, random state) so a killed run resumes at the next iteration with
 """
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -12,14 +13,19 @@ from typing import Any
 
 import numpy as np
 
+from optimas_cli.errors import UserError
 from optimas_cli.optim import optimize_component
+from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.optim.scheduler import ComponentScheduler
-from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory
+from optimas_cli.optim.settings import ChoiceSettings, WeightsSettings, typed
+from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory, route_of
+from optimas_cli.system.budget import Budget
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
 STATE_FILE = "loop_state.json"
+OPTIMIZER_SECTIONS = ("prompt", "choice", "weights")
 
 
 @dataclass
@@ -30,6 +36,29 @@ class LoopSettings:
     optimizer: dict | None = None  # per-kind settings handed to the local optimizers
     seed: int = 0
 
+    @classmethod
+    def from_budget(cls, budget: Budget, scheduler: str, optimizer: dict | None, seed: int,
+                    work_dir: str) -> LoopSettings:
+        """The loop's sizes come from the budget: T iterations, the search sample, and Table 7's
+        prompt candidates x steps for the prompt optimizer (unless its own settings say otherwise)."""
+        opt = {k: dict(v or {}) for k, v in (optimizer or {}).items()}
+        unknown = sorted(set(opt) - set(OPTIMIZER_SECTIONS))
+        if unknown:
+            raise UserError(f"unknown optimizer section(s) {', '.join(f'optimizer.{k}' for k in unknown)}",
+                            f"use {', '.join(f'optimizer.{k}' for k in OPTIMIZER_SECTIONS)}")
+        prompt = opt.setdefault("prompt", {})
+        prompt.setdefault("num_candidates", budget.num_candidates)
+        prompt.setdefault("num_steps", budget.num_steps)
+        opt.setdefault("weights", {}).setdefault("work_dir", work_dir)
+        opt.setdefault("choice", {})
+        for section in opt.values():
+            section.setdefault("seed", seed)
+        # Checked now, so a mistyped key fails at start-up rather than at the first iteration of its kind.
+        opt["choice"] = typed(ChoiceSettings, opt["choice"], "optimizer.choice")
+        opt["weights"] = typed(WeightsSettings, opt["weights"], "optimizer.weights")
+        return cls(iterations=budget.iterations, search_size=budget.search_size, scheduler=scheduler,
+                   optimizer=opt, seed=seed)
+
 
 class OptimasLoop:
     """`lrf` scores a component's outputs: `lrf.score(name, inputs, outputs) -> list[float]` (a trained
@@ -37,7 +66,7 @@ class OptimasLoop:
     (e.g. the global-reward ablation, which runs the rest of the system) may define
     `observe(trajectories, config)`; the loop calls it whenever they change.
     `adapt(config, ctx)` is Stage 2 (fresh pairs + replay); None disables it (optimas_no_adapt).
-    `on_iteration(entry, runs)` reports progress; `save_lrf()` checkpoints the adapted LRF.
+    `on_iteration(entry)` reports progress; `save_lrf()` checkpoints the adapted LRF.
     `schedulable()` names the components the scheduler may pick now (None: all of them).
     """
 
@@ -52,7 +81,7 @@ class OptimasLoop:
         folder: RunFolder,
         adapt: Callable[[SystemConfig, RunContext], None] | None = None,
         save_lrf: Callable[[], None] | None = None,
-        on_iteration: Callable[[dict, float], None] | None = None,
+        on_iteration: Callable[[HistoryEntry], None] | None = None,
         schedulable: Callable[[], Sequence[str]] | None = None,
     ):
         self.pipeline, self.system = pipeline, pipeline.system
@@ -64,20 +93,23 @@ class OptimasLoop:
         self.scheduler = ComponentScheduler(optimizable, settings.scheduler)
 
     # -- state ----------------------------------------------------------------------------------
-    def _load_or_start(self) -> tuple[int, SystemConfig, list[dict], np.random.Generator]:
+    def _load_or_start(self) -> tuple[int, SystemConfig, list[HistoryEntry], np.random.Generator]:
         rng = np.random.default_rng(self.settings.seed)
         state = self.folder.read_json(STATE_FILE)
         if state is None:
             return 0, self.system.default_config(), [], rng
         rng.bit_generator.state = state["rng"]
         log.info("resuming Algorithm 1 after iteration %d", state["iteration"])
-        return state["iteration"], SystemConfig(state["config"]), state["history"], rng
+        history = [HistoryEntry.from_dict(e) for e in state["history"]]
+        return state["iteration"], SystemConfig(state["config"]), history, rng
 
-    def _checkpoint(self, done: int, config: SystemConfig, history: list[dict], rng: np.random.Generator) -> None:
+    def _checkpoint(self, done: int, config: SystemConfig, history: list[HistoryEntry],
+                    rng: np.random.Generator) -> None:
         config.save(self.folder.file("best_config.json"))
         self.folder.write_json(
             STATE_FILE,
-            {"iteration": done, "config": config.to_dict(), "history": history, "rng": rng.bit_generator.state},
+            {"iteration": done, "config": config.to_dict(), "history": [e.to_dict() for e in history],
+             "rng": rng.bit_generator.state},
         )
         self.folder.save_accounts(self.ctx)
 
@@ -85,7 +117,7 @@ class OptimasLoop:
         return float(sum(rewards(self.pipeline, trajs)))
 
     # -- the loop -------------------------------------------------------------------------------
-    def run(self) -> tuple[SystemConfig, list[dict]]:
+    def run(self) -> tuple[SystemConfig, list[HistoryEntry]]:
         start, config, history, rng = self._load_or_start()
         vctx = self.ctx.replace(phase="validation", lrf=self.lrf)
         octx = self.ctx.replace(phase="local_optimization", lrf=self.lrf)
@@ -108,56 +140,62 @@ class OptimasLoop:
                 proposal = optimize_component(
                     component, config[name], search_inputs, self.lrf, octx, self.settings.optimizer, rng=rng
                 )
-            entry = {
-                "iteration": t + 1,
-                "component": name,
-                "kind": component.kind.value,
-                "proposal": proposal.value,
-                "local_score": proposal.local_score,
-                "baseline_local_score": proposal.baseline_score,
-                "val_before": val_total,
-                "val_after": val_total,
-                "accepted": False,
-            }
+            entry = HistoryEntry(
+                iteration=t + 1, component=name, kind=component.kind.value, proposal=proposal.value,
+                local_score=proposal.local_score, baseline_local_score=proposal.baseline_score,
+                val_before=val_total, val_after=val_total, accepted=False, runs_so_far=0.0, n=len(self.val),
+            )
             if proposal.value != config[name]:
                 candidate = config.replace(name, proposal.value)
                 with self.ctx.ledger.timed("validation"):
                     cand_trajs = self.system.run_from(name, val_trajs, candidate, vctx)
                     cand_total = self._validate(cand_trajs)
-                entry["val_candidate"] = cand_total
+                entry.val_candidate = cand_total
                 if cand_total > val_total:  # strictly higher: ties and losses are rejected
                     config, val_trajs, val_total = candidate, cand_trajs, cand_total
                     search = self.system.run_from(name, search, config, octx)
                     self._observe(search, config)
-                    entry.update(accepted=True, val_after=cand_total)
+                    entry.accepted, entry.val_after = True, cand_total
                     if self.adapt is not None:
-                        self.adapt(config, self.ctx.replace(phase="adaptation"))
-                        if self.save_lrf is not None:
-                            self.save_lrf()
-                        val_total = self._refresh_routes(config, val_trajs, vctx, entry, val_total)
+                        val_trajs, val_total, search = self._adapt(config, val_trajs, val_total, search, entry, vctx, octx)
             else:
-                entry["note"] = "the local optimizer kept the current value"
-            entry["runs_so_far"] = round(self.ctx.ledger.equivalent_runs(), 2)  # x axis of a validation curve by cost
+                entry.note = "the local optimizer kept the current value"
+            entry.runs_so_far = round(self.ctx.ledger.equivalent_runs(), 2)
             history.append(entry)
             self._checkpoint(t + 1, config, history, rng)
             if self.on_iteration is not None:
-                self.on_iteration(entry, entry["runs_so_far"])
+                self.on_iteration(entry)
             log.info("iteration %d: %s %s (val %.4f -> %.4f)", t + 1, name,
-                     "accepted" if entry["accepted"] else "rejected", entry["val_before"], entry["val_after"])
+                     "accepted" if entry.accepted else "rejected", entry.val_before, entry.val_after)
         return config, history
 
     def _observe(self, search: list[Trajectory], config: SystemConfig) -> None:
         if hasattr(self.lrf, "observe"):
             self.lrf.observe(search, config)
 
-    def _refresh_routes(self, config, val_trajs, vctx, entry, val_total) -> float:
-        """An adapted LRF changes what per-instance {"route": "lrf"} choices pick: re-measure them."""
-        routed = [n for n in self.system.order if isinstance(config[n], dict) and config[n].get("route") == "lrf"]
-        if not routed:
-            return val_total
-        trajs = val_trajs
-        for name in routed:
-            trajs = self.system.run_from(name, trajs, config, vctx)
-        val_trajs[:] = trajs
-        entry["val_after_adaptation"] = self._validate(trajs)
-        return entry["val_after_adaptation"]
+    def _adapt(self, config, val_trajs, val_total, search, entry, vctx, octx):
+        """Stage 2 after an accepted update, under the gate like any other change.
+
+        An adapted LRF changes what per-instance {"route": "lrf"} choices pick, so the routes are
+        re-validated: if the validation total drops, the previous reward model is restored (the
+        routes then pick as before); otherwise the new routes stand and the search sample follows them.
+        """
+        routed = [n for n in self.system.order if route_of(config[n]) == "lrf"]
+        before = copy.deepcopy(self.lrf.state_dict()) if routed and hasattr(self.lrf, "state_dict") else None
+        self.adapt(config, self.ctx.replace(phase="adaptation"))
+        if routed:
+            with self.ctx.ledger.timed("validation"):
+                trajs = self.system.run_changed(routed, val_trajs, config, vctx)
+                adapted_total = self._validate(trajs)
+            entry.details["val_after_adaptation"] = adapted_total
+            if adapted_total < val_total and before is not None:
+                self.lrf.load_state_dict(before)
+                entry.details["adaptation"] = "reverted: the adapted routes lowered validation"
+                return val_trajs, val_total, search
+            entry.details["adaptation"] = "kept"
+            val_trajs, val_total, entry.val_after = trajs, adapted_total, adapted_total
+            search = self.system.run_changed(routed, search, config, octx)
+            self._observe(search, config)
+        if self.save_lrf is not None:
+            self.save_lrf()
+        return val_trajs, val_total, search

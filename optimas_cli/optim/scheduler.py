@@ -20,7 +20,7 @@ class ComponentScheduler:
             raise ValueError("no optimizable component to schedule")
         self.components, self.policy = list(components), policy
 
-    def pick(self, iteration: int, history: Sequence[dict], rng: np.random.Generator,
+    def pick(self, iteration: int, history: Sequence, rng: np.random.Generator,
              allowed: Collection[str] | None = None) -> str:
         """`allowed` narrows the choice (e.g. to components whose local reward has training pairs);
         when it leaves nothing, every component stays eligible."""
@@ -35,6 +35,6 @@ class ComponentScheduler:
         return eligible[int(rng.choice(len(eligible), p=weights / weights.sum()))]
 
     @staticmethod
-    def _priority(component: str, history: Sequence[dict]) -> float:
-        tried = [h for h in history if h["component"] == component]
-        return (1 + sum(h["accepted"] for h in tried)) / (2 + len(tried))
+    def _priority(component: str, history: Sequence) -> float:
+        tried = [h for h in history if h.component == component]
+        return (1 + sum(h.accepted for h in tried)) / (2 + len(tried))

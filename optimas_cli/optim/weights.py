@@ -22,11 +22,8 @@ to the LM with `adapter=value`):
                                                       ("local/smollm2-135m-instruct"); or pass
                                                       base_model_path= to propose()
 
-Settings (cfg): work_dir (required: adapters are saved in fresh folders under it), steps 3,
-prompts_per_step 2, num_generations 4, max_completion_length 64, learning_rate 1e-4, beta 0.0
-(KL coefficient; 0 loads no reference model), temperature 1.0, lora_r 8, lora_alpha 16,
-lora_dropout 0.0, bf16 (default: on a CUDA GPU that supports it), score_on_search true (score
-the new and current adapters by mean r_k through the component, like the other optimizers), seed.
+Settings: optim/settings.py WeightsSettings (work_dir is required: adapters are saved in fresh
+folders under it).
 """
 from __future__ import annotations
 
@@ -42,7 +39,8 @@ from typing import Any
 import numpy as np
 
 from optimas_cli.errors import UserError
-from optimas_cli.optim import Proposal, make_rng, score_value, setting
+from optimas_cli.optim import Proposal, make_rng, score_value
+from optimas_cli.optim.settings import WeightsSettings, typed
 from optimas_cli.system.component import Component
 from optimas_cli.system.context import RunContext
 
@@ -87,7 +85,7 @@ def train_adapter(
     lrf: Any,
     base_model_path: str,
     out_dir: Path,
-    cfg: Mapping | None,
+    cfg: WeightsSettings,
     seed: int,
 ) -> dict:
     """A few GRPO steps on the search inputs' prompts; saves the adapter in `out_dir`. Returns a log."""
@@ -97,10 +95,10 @@ def train_adapter(
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    num_generations = int(setting(cfg, "num_generations", 4))
-    batch = int(setting(cfg, "prompts_per_step", 2)) * num_generations
+    num_generations = cfg.num_generations
+    batch = cfg.prompts_per_step * num_generations
     on_gpu = torch.cuda.is_available()
-    bf16 = bool(setting(cfg, "bf16", on_gpu and torch.cuda.is_bf16_supported()))
+    bf16 = cfg.bf16 if cfg.bf16 is not None else on_gpu and torch.cuda.is_bf16_supported()
 
     tokenizer = AutoTokenizer.from_pretrained(base_model_path, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
@@ -109,9 +107,9 @@ def train_adapter(
         model = PeftModel.from_pretrained(model, parent_adapter, is_trainable=True)
     else:
         peft_config = LoraConfig(
-            r=int(setting(cfg, "lora_r", 8)),
-            lora_alpha=int(setting(cfg, "lora_alpha", 16)),
-            lora_dropout=float(setting(cfg, "lora_dropout", 0.0)),
+            r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,
+            lora_dropout=cfg.lora_dropout,
             target_modules="all-linear",
             task_type="CAUSAL_LM",
         )
@@ -126,14 +124,14 @@ def train_adapter(
     scratch = out_dir / "trainer"
     args = GRPOConfig(
         output_dir=str(scratch),
-        max_steps=int(setting(cfg, "steps", 3)),
+        max_steps=cfg.steps,
         per_device_train_batch_size=batch,
         gradient_accumulation_steps=1,
         num_generations=num_generations,
-        max_completion_length=int(setting(cfg, "max_completion_length", 64)),
-        learning_rate=float(setting(cfg, "learning_rate", 1e-4)),
-        beta=float(setting(cfg, "beta", 0.0)),
-        temperature=float(setting(cfg, "temperature", 1.0)),
+        max_completion_length=cfg.max_completion_length,
+        learning_rate=cfg.learning_rate,
+        beta=cfg.beta,
+        temperature=cfg.temperature,
         use_vllm=False,
         bf16=bf16,
         use_cpu=not on_gpu,
@@ -172,15 +170,16 @@ def propose(
     search_inputs: Sequence[dict],
     lrf: Any,
     ctx: RunContext,
-    cfg: Mapping | None = None,
+    cfg: WeightsSettings | Mapping | None = None,
     *,
     rng: np.random.Generator | None = None,
     base_model_path: str | None = None,
 ) -> Proposal:
+    cfg = typed(WeightsSettings, cfg, "optimizer.weights")
     base = _require_contract(component, base_model_path)
     if not search_inputs:
         raise ValueError(f"component {component.name!r}: local optimization needs at least one search input")
-    work_dir = setting(cfg, "work_dir", None)
+    work_dir = cfg.work_dir
     if work_dir is None:
         raise UserError(
             f"the weights optimizer of {component.name!r} has no work_dir to save adapters in",
@@ -195,7 +194,7 @@ def propose(
     (out_dir / "optimas_adapter.json").write_text(json.dumps(log, indent=2))
 
     local_score = baseline_score = None
-    if setting(cfg, "score_on_search", True):
+    if cfg.score_on_search:
         baseline_score = score_value(component, current_value, search_inputs, lrf, ctx)[0]
         local_score = score_value(component, str(out_dir), search_inputs, lrf, ctx)[0]
     return Proposal(value=str(out_dir), local_score=local_score, baseline_score=baseline_score, details=log)

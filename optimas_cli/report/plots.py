@@ -32,8 +32,10 @@ def _by_pipeline(runs: list[Run]) -> dict[str, list[Run]]:
 
 
 def _val_scale(run: Run) -> tuple[float, str]:
-    """The loop gates on the validation total; plots show the mean when the validation size is known."""
-    size = (run.results.get("splits") or {}).get("val")
+    """Gates compare totals; plots show the mean when the number of scored examples is known (each
+    history entry's `n`; runs made before it existed: the validation split's size)."""
+    history = run.results.get("history") or []
+    size = (history[0].get("n") if history else None) or (run.results.get("splits") or {}).get("val")
     return (float(size), "mean") if size else (1.0, "sum")
 
 
@@ -65,8 +67,10 @@ def plot_validation(runs: list[Run], path: Path) -> Path | None:
         kind = "mean"
         for run in members:
             xs, ys, kind = validation_curve(run)
+            scored_on = run.results["history"][0].get("scored_on", "validation")
+            where = "" if scored_on == "validation" else f" ({scored_on})"
             ax.step(xs, ys, where="post", marker="o", markersize=3,
-                    label=f"{method_label(run.method, run.variant)} · {run.folder.name}")
+                    label=f"{method_label(run.method, run.variant)}{where} · {run.folder.name}")
             accepted = [(x, y) for x, y, e in zip(xs[1:], ys[1:], run.results["history"], strict=True) if e.get("accepted")]
             if accepted:
                 ax.scatter(*zip(*accepted, strict=True), s=30, facecolors="none", edgecolors="black", zorder=3)

@@ -14,7 +14,8 @@ from optimas_cli.report.runs import Run
 # Keys that never make two runs different experiments: where the data or cache lives, the seed.
 IGNORED_TOP = {"task", "data_dir", "resume", "config_file", "lrf_dir"}
 IGNORED_LEAF = {"seed", "cache_dir"}
-# Copies of other groups interpolated into the method (${lrf}, ${budget}): shown once, under their own name.
+# Copies of other groups interpolated into the method (${lrf}; ${budget} in runs made before the typed
+# Budget): shown once, under their own name.
 DUPLICATED = ("method.lrf", "method.budget")
 
 

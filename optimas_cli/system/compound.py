@@ -104,7 +104,7 @@ class CompoundSystem:
 
     def run(self, examples: Sequence[dict], config: SystemConfig, ctx: RunContext) -> list[Trajectory]:
         """Run every component on every example."""
-        return self._execute(self.start(examples), self.order, config, ctx)
+        return self.run_components(self.start(examples), self.order, config, ctx)
 
     def run_until(self, name: str, examples: Sequence[dict], config: SystemConfig, ctx: RunContext) -> list[Trajectory]:
         """Run every component that does not depend on `name` (its ancestors and parallel branches).
@@ -113,7 +113,7 @@ class CompoundSystem:
         collection requires ("outputs from the non-downstream components fixed").
         """
         skip = {name, *self.downstream(name)}
-        return self._execute(self.start(examples), [n for n in self.order if n not in skip], config, ctx)
+        return self.run_components(self.start(examples), [n for n in self.order if n not in skip], config, ctx)
 
     def run_from(
         self, name: str, trajectories: Sequence[Trajectory], config: SystemConfig, ctx: RunContext
@@ -123,9 +123,20 @@ class CompoundSystem:
         Components not yet executed in the given trajectories (after a `run_until`) run too.
         The given trajectories are not modified.
         """
-        if name not in self.components:
-            raise KeyError(f"no component named {name!r}")
-        rerun = {name, *self.downstream(name)}
+        return self.run_changed([name], trajectories, config, ctx)
+
+    def run_changed(
+        self, names: Sequence[str], trajectories: Sequence[Trajectory], config: SystemConfig, ctx: RunContext
+    ) -> list[Trajectory]:
+        """Re-run the components in `names` and everything downstream of any of them, each once.
+
+        How a candidate configuration is validated cheaply: whatever did not change, and is not fed
+        by something that did, keeps its cached outputs. The given trajectories are not modified.
+        """
+        unknown = [n for n in names if n not in self.components]
+        if unknown:
+            raise KeyError(f"no component named {unknown[0]!r}")
+        rerun = {n for name in names for n in (name, *self.downstream(name))}
         trajs = [copy.deepcopy(t) for t in trajectories]
         for t in trajs:  # forget stale outputs of what is re-run
             for n in rerun:
@@ -134,7 +145,7 @@ class CompoundSystem:
                         t.state.pop(f, None)
                     del t.steps[n]
         todo = [n for n in self.order if n in rerun or any(n not in t.steps for t in trajs)]
-        return self._execute(trajs, todo, config, ctx)
+        return self.run_components(trajs, todo, config, ctx)
 
     def run_after(
         self,
@@ -162,11 +173,13 @@ class CompoundSystem:
                         t.state.pop(f, None)
                     del t.steps[n]
         todo = [n for n in self.order if n != name and (n in down or any(n not in t.steps for t in trajs))]
-        return self._execute(trajs, todo, config, ctx)
+        return self.run_components(trajs, todo, config, ctx)
 
-    def _execute(
+    def run_components(
         self, trajs: list[Trajectory], names: Sequence[str], config: SystemConfig, ctx: RunContext
     ) -> list[Trajectory]:
+        """Run the named components, in the given order, on the trajectories (modified in place and
+        returned); each is one batched stage over the examples that reach it."""
         for name in names:
             comp = self.components[name]
             pending = [t for t in trajs if name not in t.steps]

@@ -1,0 +1,39 @@
+"""The budget group (conf/budget/*.yaml) as one typed object: split sizes and loop sizes.
+
+Built once from the config and handed to the runner (split caps) and to every method (loop sizes),
+so no method carries a default of its own for these numbers.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from optimas_cli.errors import UserError
+from optimas_cli.settings import from_mapping
+
+
+@dataclass(frozen=True)
+class Budget:
+    name: str
+    train_size: int | None   # caps on the loader's splits (null keeps the whole split)
+    val_size: int | None
+    test_size: int | None
+    search_size: int         # training inputs the local optimizers score candidates on
+    num_candidates: int      # prompt candidates per optimizer step
+    num_steps: int           # optimizer steps per local optimization
+    fresh_size: int          # Stage 2: fresh training inputs collected after each accepted update
+    iterations: int          # Algorithm 1's T (also the baselines' rounds / trials / steps)
+
+    @classmethod
+    def from_mapping(cls, cfg: Mapping | None) -> Budget:
+        budget = from_mapping(cls, cfg, "budget")
+        for key in ("train_size", "val_size", "test_size"):
+            size = getattr(budget, key)
+            if size is not None and size < 1:
+                raise UserError(f"budget.{key}={size} must be at least 1", f"e.g. budget.{key}=10, or null for the whole split")
+        for key in ("search_size", "num_candidates", "num_steps", "fresh_size"):
+            if getattr(budget, key) < 1:
+                raise UserError(f"budget.{key}={getattr(budget, key)} must be at least 1", f"e.g. budget.{key}=3")
+        if budget.iterations < 0:
+            raise UserError(f"budget.iterations={budget.iterations} must be 0 or more", "e.g. budget.iterations=4")
+        return budget
