@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from optimas_cli.sandbox import MEMORY, PASSED, SandboxLimits, probe_isolation, run_python
+from optimas_cli.sandbox import MEMORY, PASSED, SandboxLimits, cgroup, probe_isolation, run_python
+from optimas_cli.sandbox.runner import classify
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox targets Linux")
 
@@ -73,39 +74,64 @@ def test_no_world_writable_host_folder_keeps_a_file_written_inside():
     assert left == [], f"files persisted on the host in {left} (sandbox said: {result.stdout})"
 
 
+FOUR_CHILDREN_OF_400_MB = (
+    "import os, sys, time\n"
+    "r, w = os.pipe()\n"
+    "kids = []\n"
+    "for i in range(4):\n"
+    "    try:\n"
+    "        pid = os.fork()\n"
+    "    except OSError as exc:\n"
+    "        print('fork refused', exc.errno, file=sys.stderr)\n"
+    "        continue\n"
+    "    if pid == 0:\n"
+    "        os.close(r)\n"
+    "        block = bytearray(400 << 20)\n"
+    "        for j in range(0, len(block), 4096):\n"
+    "            block[j] = 1\n"
+    "        os.write(w, b'h')\n"
+    "        time.sleep(3)\n"
+    "        os._exit(0)\n"
+    "    kids.append(pid)\n"
+    "os.close(w)\n"
+    "codes = [os.waitpid(pid, 0)[1] for pid in kids]\n"
+    "held = len(b''.join(iter(lambda: os.read(r, 16), b'')))\n"
+    "print('held', held, 'codes', codes)\n"
+)
+HALF_GB = SandboxLimits(wall_seconds=30, memory_mb=512, max_processes=24)
+
+
+def held(result) -> int:
+    return int(result.stdout.split()[1]) if result.stdout.startswith("held") else 0
+
+
 def test_memory_is_bounded_for_the_whole_sandbox_not_per_process():
     # Four children of 400 MB each under a 512 MB limit: together 1.6 GB, which must not all be held.
-    source = (
-        "import os, sys, time\n"
-        "r, w = os.pipe()\n"
-        "kids = []\n"
-        "for i in range(4):\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
-        "        os.close(r)\n"
-        "        block = bytearray(400 << 20)\n"
-        "        for j in range(0, len(block), 4096):\n"
-        "            block[j] = 1\n"
-        "        os.write(w, b'h')\n"
-        "        time.sleep(3)\n"
-        "        os._exit(0)\n"
-        "    kids.append(pid)\n"
-        "os.close(w)\n"
-        "codes = [os.waitpid(pid, 0)[1] for pid in kids]\n"
-        "held = len(b''.join(iter(lambda: os.read(r, 16), b'')))\n"
-        "print('held', held, 'codes', codes)\n"
-    )
-    limits = SandboxLimits(wall_seconds=30, memory_mb=512, max_processes=24)
-    result = run_python(source, limits=limits)
-    held = int(result.stdout.split()[1]) if result.stdout.startswith("held") else 0
-    assert held < 4, f"all four 400 MB children held their memory under 512 MB: {result.stdout}"
+    result = run_python(FOUR_CHILDREN_OF_400_MB, limits=HALF_GB)
+    assert held(result) < 4, f"all four 400 MB children held their memory under 512 MB: {result.stdout}"
     assert result.status in (MEMORY, PASSED), (result.status, result.detail, result.stderr[-500:])
     if result.isolation.get("memory") == "cgroup":
         assert result.status == MEMORY, result.detail  # the OOM kill inside the group is reported as such
 
 
+def test_without_a_cgroup_the_per_process_split_still_bounds_the_total(monkeypatch):
+    monkeypatch.setattr(cgroup, "create", lambda *_a: (None, "cgroups switched off for this test"))
+    assert cgroup.fallback_split(512 << 20, 24) == (1, 512 << 20)
+    assert cgroup.fallback_split(4096 << 20, 64) == (8, 512 << 20)
+    result = run_python(FOUR_CHILDREN_OF_400_MB, limits=HALF_GB)
+    assert result.isolation["memory"] == "per-process split", result.isolation
+    assert held(result) < 4, result.stdout
+    assert "fork refused" in result.stderr
+
+
+def test_oom_kills_in_the_group_are_reported_as_memory():
+    report = {"timed_out": False, "exit_code": 0, "signal": None, "cpu_seconds": 1.0, "oom_kills": 2}
+    assert classify(report, False, "", 5)[0] == MEMORY
+    assert classify({**report, "oom_kills": 0}, False, "", 5)[0] == PASSED
+
+
 def test_sandboxed_code_cannot_create_user_namespaces():
-    needs("user")
+    needs("userns_denied")
     source = (
         "import ctypes, os, subprocess\n"
         "libc = ctypes.CDLL('libc.so.6', use_errno=True)\n"
