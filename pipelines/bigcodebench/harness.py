@@ -102,9 +102,10 @@ def _seal(key, plan, channel):
     # Builtins and constants the hook uses, bound now: the solution may replace them in builtins or here.
     _type, _len, _id, _str, _int, _exit = type, len, id, str, int, os._exit
     _vars, _getattr, _isinstance, _set, _sorted, _callable = vars, getattr, isinstance, set, sorted, callable
-    _object, _assertion_error, ok_kinds, _any = object, AssertionError, OK_KINDS, any
+    _object, _assertion_error, ok_kinds, _any, _dict = object, AssertionError, OK_KINDS, any, dict
     inspection_events, exit_failed = INSPECTION_EVENTS, EXIT_FAILED
     main_thread = get_ident()
+    outcome_class = unittest.case._Outcome
     case_names = {n for n, v in vars(unittest.TestCase).items() if callable(v) or isinstance(v, classmethod | staticmethod)}
     case_names.add("failureException")
     # What every class may hold without having written it: what TestCase.__init_subclass__ sets
@@ -158,6 +159,7 @@ def _seal(key, plan, channel):
         for klass in cls.__mro__:
             if _id(klass) in guarded_classes or klass is _object:
                 continue
+            exact_str_keys(_vars(klass), "a test class")
             kname = klass.__name__
             extra = _set(_vars(klass)) - own_names.get(kname, _set()) - case_data
             if kname not in own_names or _type(klass) is not _type or extra:
@@ -171,25 +173,36 @@ def _seal(key, plan, channel):
                     break
 
     def check_instance(test, method):
+        exact_str_keys(_vars(test), "the test")
         for attr, value in _vars(test).items():
             if attr == method or (attr in case_names and attr != "failureException") or (
                     attr == "failureException" and value is not _assertion_error):
                 tamper(f"the test's own {attr} was replaced")
         equality = _vars(test).get("_type_equality_funcs", {})
-        if _any(_type(v) is not _str or v not in case_names for v in equality.values()):
+        if _type(equality) is not _dict or _any(_type(v) is not _str or v not in case_names for v in equality.values()):
             tamper("assertEqual's type-specific checks were replaced")
 
     def on_outcome(event, args):
         kind, test, trace = args
+        if event == "optimas.subtest":
+            kind = "error" if kind == "error" and _type(kind) is _str else "failure"
+        trace = trace if _type(trace) is _str else "?"
         # A failed subtest can only fail its test, so it is taken from anywhere (unittest reports it
         # from within the test method's own frame); an outcome that may pass a test is checked.
         if event != "optimas.subtest":
             check_caller(result_codes.get(kind), 3)  # 0 check_caller, 1 on_outcome, 2 hook, 3 the Result method
         if test is not state["test"]:
             tamper("an outcome reported for a test that is not running")
+        exact_str_keys(_vars(test), "the test")
         method = _getattr(_type(test), tests[state["next"]][1])
         if kind == "expected failure" and not _getattr(method, "__unittest_expecting_failure__", False):
             kind, trace = "failure", "an unexpected 'expected failure' (the test is not marked so)"
+        if kind == "success":  # unittest swallows an exception when its outcome was told to expect one
+            outcome = _vars(test).get("_outcome")
+            if _type(outcome) is outcome_class:
+                exact_str_keys(_vars(outcome), "the test's outcome")
+            if _type(outcome) is not outcome_class or _vars(outcome).get("expectedFailure") is not None:
+                kind, trace = "failure", "the test raised, and the code had its failure marked as expected"
         if kind == "skip" and not (_getattr(method, "__unittest_skip__", False) or _getattr(_type(test), "__unittest_skip__", False)):
             kind, trace = "failure", f"skipped at run time, which does not test the code ({trace})"
         outcomes = state["outcomes"]
@@ -197,7 +210,17 @@ def _seal(key, plan, channel):
             tamper("a second outcome for one test")
         outcomes.append((kind, trace))
 
+    # No code of the solution may run while a frame of the hook is on the stack (the frame's free
+    # variables lead to the key): so nothing below compares, hashes or formats an object that is not
+    # exactly a str, int or type (a str subclass could carry its own __eq__, __hash__ or __str__).
+    def exact_str_keys(namespace, what):
+        for name in namespace:
+            if _type(name) is not _str:
+                tamper(f"{what} holds a name that is not a plain string")
+
     def hook(event, args):
+        if _type(event) is not _str:
+            return
         if event.startswith("optimas."):
             if event in ("optimas.outcome", "optimas.subtest"):
                 on_outcome(event, args)
@@ -215,8 +238,11 @@ def _seal(key, plan, channel):
             elif event == "optimas.begin":
                 index, test = args
                 expected = tests[index] if _type(index) is _int and index == state["next"] < _len(tests) else None
-                if expected is None or _type(test) is not state["classes"][expected[0]] \
-                        or _vars(test).get("_testMethodName") != expected[1]:
+                if expected is None or _type(test) is not state["classes"][expected[0]]:
+                    tamper("the tests were not run in their planned order")
+                exact_str_keys(_vars(test), "the test")
+                name = _vars(test).get("_testMethodName")
+                if _type(name) is not _str or name != expected[1]:
                     tamper("the tests were not run in their planned order")
                 state["test"], state["outcomes"] = test, []
             elif event == "optimas.end":
@@ -236,6 +262,10 @@ def _seal(key, plan, channel):
                 record("done", _len(tests))
         elif event in ("object.__setattr__", "object.__delattr__"):
             obj, attr = args[0], args[1]
+            if _type(attr) is not _str:
+                if _id(obj) in guarded_classes or _type(obj) is _type:
+                    tamper("an attribute of a class set under a name that is not a plain string")
+                return
             if _id(obj) in guarded_classes:
                 tamper(f"{event.split('.')[1]} on unittest's {obj.__name__}.{attr}")
             if attr == "__code__" and _id(obj) in guarded_code_owners:
