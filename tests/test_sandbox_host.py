@@ -147,3 +147,25 @@ def test_sandboxed_code_cannot_create_user_namespaces():
     assert lines["unshare"].split()[0] == "-1", result.stdout
     assert not lines["tool"].startswith("0 "), result.stdout
     assert lines["threads-and-processes-still-work"] == "0"
+
+
+def test_cgroup_v2_layout_is_written_as_the_kernel_expects(tmp_path, monkeypatch):
+    """This machine has cgroup v1; the v2 branch is checked on a folder laid out like /sys/fs/cgroup."""
+    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    parent = tmp_path / "job"
+    parent.mkdir()
+    (parent / "cgroup.controllers").write_text("cpu memory pids\n")
+    (parent / "cgroup.subtree_control").write_text("cpu\n")
+    monkeypatch.setattr(cgroup, "ROOT", str(tmp_path))
+    monkeypatch.setattr(cgroup, "_own_paths", lambda: {"": "/job"})
+    group, why = cgroup.create("run1", 512 << 20, 16)
+    assert group is not None and group.kind == "v2", why
+    assert (parent / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert (parent / "run1" / "memory.max").read_text() == str(512 << 20)
+    assert group.procs_files == [str(parent / "run1" / "cgroup.procs")]
+    (parent / "run1" / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert cgroup.oom_kills(group) == 1
+    for name in ("memory.max", "memory.events", "cgroup.subtree_control"):
+        (parent / "run1" / name).unlink(missing_ok=True)
+    cgroup.remove(group)
+    assert not (parent / "run1").exists()

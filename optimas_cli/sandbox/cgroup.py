@@ -128,23 +128,29 @@ def oom_kills(group: Group) -> int:
         return 0
 
 
+def _members(folder: str) -> list[int]:
+    try:
+        with open(os.path.join(folder, "cgroup.procs")) as fh:
+            return [int(p) for p in fh.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
 def remove(group: Group, seconds: float = 2.0) -> None:
-    """Kill whatever is left in the group and remove its directories."""
+    """Kill whatever is left in the group and remove its directories (a group empties as its
+    killed processes are reaped, so the removal is retried for a moment)."""
     deadline = time.monotonic() + seconds
     for folder in reversed(group.dirs):
         while True:
-            try:
-                with open(os.path.join(folder, "cgroup.procs")) as fh:
-                    pids = [int(p) for p in fh.read().split()]
-            except OSError:
-                break
-            for pid in pids:
+            for pid in _members(folder):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
             try:
                 os.rmdir(folder)
+                break
+            except FileNotFoundError:
                 break
             except OSError:
                 if time.monotonic() > deadline:

@@ -59,7 +59,21 @@ def _codes_of(namespaces, frame):
 
 
 def _classes_of(module_names):
-    return {id(v) for name in module_names for v in vars(sys.modules[name]).values() if isinstance(v, type)}
+    return [v for name in module_names for v in vars(sys.modules[name]).values() if isinstance(v, type)]
+
+
+METHOD_TYPES = (types.FunctionType, classmethod, staticmethod, property)
+
+
+def _is_method(value):
+    """By exact type: isinstance could consult a __class__ the solution wrote."""
+    kind = type(value)
+    return any(kind is t for t in METHOD_TYPES)
+
+
+def _methods(cls):
+    """name -> the method objects a class defines itself (what a patch would replace)."""
+    return {k: v for k, v in vars(cls).items() if _is_method(v)}
 
 
 class Result(unittest.TestResult):
@@ -101,7 +115,7 @@ def _seal(key, plan, channel):
     write, blake2b, getframe, get_ident = os.write, hashlib.blake2b, sys._getframe, threading.get_ident
     # Builtins and constants the hook uses, bound now: the solution may replace them in builtins or here.
     _type, _len, _id, _str, _int, _exit = type, len, id, str, int, os._exit
-    _vars, _getattr, _isinstance, _set, _sorted, _callable = vars, getattr, isinstance, set, sorted, callable
+    _vars, _getattr, _set, _sorted, is_method, methods_of = vars, getattr, set, sorted, _is_method, _methods
     _object, _assertion_error, ok_kinds, _any, _dict = object, AssertionError, OK_KINDS, any, dict
     inspection_events, exit_failed = INSPECTION_EVENTS, EXIT_FAILED
     main_thread = get_ident()
@@ -114,11 +128,19 @@ def _seal(key, plan, channel):
         "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__firstlineno__",
         "__static_attributes__", "__annotations__", "__classcell__", "_classSetupFailed", "_class_cleanups"}
     pristine = {n: vars(unittest.TestCase)[n] for n in case_names}
-    unittest_modules = [m for m in sys.modules if m == "unittest" or m.startswith("unittest.")]
-    guarded_classes = _classes_of(unittest_modules) | {id(Result)}
-    trusted = _codes_of([vars(sys.modules[m]) for m in unittest_modules + ["contextlib"]] + [globals()], getframe())
-    guarded_code_owners = {_id(f) for f in vars(Result).values() if isinstance(f, types.FunctionType)}
-    guarded_code_owners |= {_id(f) for f in pristine.values() if isinstance(f, types.FunctionType)}
+    # unittest runs each test part inside contextlib's context manager: a patched __exit__ there
+    # could swallow a failure, so contextlib is guarded as unittest is.
+    harness_modules = [m for m in sys.modules if m == "unittest" or m.startswith("unittest.")] + ["contextlib"]
+    # Python 3.11 audits no assignment to a class attribute, so each guarded class's methods are
+    # compared with a snapshot instead, at load and after every test.
+    snapshots = [(cls, _methods(cls)) for cls in [*_classes_of(harness_modules), Result]]
+    guarded_classes = {_id(cls) for cls, _ in snapshots}
+    trusted = _codes_of([vars(sys.modules[m]) for m in harness_modules] + [globals()], getframe())
+    guarded_code_owners = {_id(f) for name in harness_modules for v in vars(sys.modules[name]).values()
+                           for f in ([v] + (list(vars(v).values()) if isinstance(v, type) else []))
+                           if isinstance(f, types.FunctionType)}
+    guarded_code_owners |= {_id(f) for f in [*globals().values(), *vars(Result).values()]
+                            if isinstance(f, types.FunctionType)}
     result_codes = {kind: vars(Result)[name].__code__ for kind, name in (
         ("success", "addSuccess"), ("failure", "addFailure"), ("error", "addError"), ("memory", "addError"),
         ("skip", "addSkip"), ("expected failure", "addExpectedFailure"),
@@ -171,6 +193,17 @@ def _seal(key, plan, channel):
                     if _id(klass) in guarded_classes and found is not pristine[attr]:
                         tamper(f"unittest.TestCase.{attr} was replaced")
                     break
+
+    def check_snapshots():
+        for cls, methods in snapshots:
+            now = _vars(cls)
+            exact_str_keys(now, "a guarded class")
+            for name, value in methods.items():
+                if now.get(name) is not value:
+                    tamper(f"{cls.__name__}.{name} was replaced or removed")
+            for name, value in now.items():
+                if name not in methods and is_method(value):
+                    tamper(f"{cls.__name__}.{name} was added")
 
     def check_instance(test, method):
         exact_str_keys(_vars(test), "the test")
@@ -234,6 +267,9 @@ def _seal(key, plan, channel):
                 state["classes"] = classes
                 for name, cls in classes.items():
                     check_class(cls, name)
+                    snapshots.extend((k, methods_of(k)) for k in cls.__mro__ if _id(k) not in guarded_classes
+                                     and k is not _object)
+                check_snapshots()
                 record("load", "ok", "")
             elif event == "optimas.begin":
                 index, test = args
@@ -248,6 +284,7 @@ def _seal(key, plan, channel):
             elif event == "optimas.end":
                 test, (cls_name, method) = state["test"], tests[state["next"]]
                 check_class(state["classes"][cls_name], cls_name)
+                check_snapshots()
                 check_instance(test, method)
                 problems = [o for o in state["outcomes"] if o[0] not in ok_kinds]
                 if not state["outcomes"]:
@@ -263,16 +300,9 @@ def _seal(key, plan, channel):
         elif event in ("object.__setattr__", "object.__delattr__"):
             obj, attr = args[0], args[1]
             if _type(attr) is not _str:
-                if _id(obj) in guarded_classes or _type(obj) is _type:
-                    tamper("an attribute of a class set under a name that is not a plain string")
                 return
-            if _id(obj) in guarded_classes:
-                tamper(f"{event.split('.')[1]} on unittest's {obj.__name__}.{attr}")
             if attr == "__code__" and _id(obj) in guarded_code_owners:
                 tamper(f"the code of {obj.__name__} was swapped")
-            if _type(obj) is _type and obj.__name__ in own_names and (
-                    attr in case_names or (attr.startswith("test") and (_len(args) < 3 or _callable(args[2])))):
-                tamper(f"{event.split('.')[1]} on the test class: {attr}")
         elif event in inspection_events:
             tamper(f"{event} (the harness's objects are off limits)")
         elif event == "open" and _type(args[0]) is _str and args[0].startswith("/proc/") and args[0].endswith("/mem"):
