@@ -7,6 +7,7 @@ from optimas_cli.sandbox import SandboxLimits
 from pipelines.bigcodebench import execution
 from pipelines.bigcodebench.execution import OutcomeCache, SuiteOutcome, describe, run_suites
 from pipelines.bigcodebench.metric import pass_rate_metric
+from pipelines.bigcodebench.suite_plan import plan_suite
 
 LIMITS = SandboxLimits(wall_seconds=20, memory_mb=1024, output_bytes=65536)
 CODE = "def task_func(a, b):\n    return a + b\n"
@@ -44,7 +45,7 @@ def test_executor_report_quotes_the_failing_assertion():
 
 def test_reports_for_other_outcomes():
     assert describe(SuiteOutcome("timeout")).startswith("Execution timed out")
-    assert describe(SuiteOutcome("passed", tests_run=0)).endswith("contain no test case.")
+    assert describe(SuiteOutcome("passed", tests_run=3)) == "All 3 generated tests passed."
     assert describe(SuiteOutcome("error", error="NameError: x")).endswith("NameError: x")
     assert len(describe(SuiteOutcome("error", error="x" * 5000), max_chars=300)) <= 300
 
@@ -76,3 +77,17 @@ def test_metric_many_rejects_mismatched_lengths(bad):
     metric = pass_rate_metric(LIMITS)
     with pytest.raises(ValueError):
         metric.many([{"test": TESTS}, {"test": TESTS}], bad)
+
+
+def test_suite_plan_lists_tests_as_unittest_would_without_running_them():
+    source = (
+        "import unittest\nfrom unittest import TestCase as TC\n"
+        "class Base(TC):\n    data = [1]\n    def test_b(self):\n        pass\n    def helper(self):\n        pass\n"
+        "class TestCases(Base):\n    test_dir = '/tmp'\n    a, b = 1, 2\n"
+        "    def test_a(self):\n        pass\n    def setUp(self):\n        pass\n"
+        "class NotATest:\n    def test_x(self):\n        pass\n"
+    )
+    plan = plan_suite(source)
+    assert plan.tests == [("Base", "test_b"), ("TestCases", "test_a"), ("TestCases", "test_b")]
+    assert set(plan.own_names["TestCases"]) == {"test_dir", "a", "b", "test_a", "setUp"}
+    assert plan_suite("class (:\n").tests == []

@@ -6,7 +6,9 @@ import shutil
 import signal
 import time
 
-SHARED_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+# World-writable folders a run without a mount namespace (so without the read-only root) may have
+# written into: what its uid left at their top is removed.
+SHARED_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 
 
 def _processes_of(uid: int) -> list[int]:

@@ -2,15 +2,16 @@
 
 Started as `python -S -B -m optimas_cli.sandbox.launcher` in a new session; reads its job spec
 (JSON) on stdin and writes one JSON report to the file descriptor the spec names. It
- 1. enters new mount, PID and network namespaces, each tried alone so that a refusal (not root,
+ 1. enters new mount, PID, IPC and network namespaces, each tried alone so that a refusal (not root,
     no Linux) only loses that layer, and records which ones took; the new network namespace has
     only its own loopback, brought up so the program can reach itself (never the host);
- 2. builds the private filesystem view (mounts.py) when it has a mount namespace;
+ 2. builds the private filesystem view (mounts.py) when it has a mount namespace, and installs
+    the seccomp filter that denies new user namespaces (inherited by everything it starts);
  3. forks a trusted init, PID 1 of the new PID namespace: it mounts a private /proc, forks the
     program and reaps; when it exits the kernel kills whatever is left in the namespace, so a
     process that escaped its process group (setsid, double fork) dies too;
- 4. in the program's process: closes stdin and every inherited descriptor, sets the resource
-    limits, drops to the unprivileged uid, forbids new privileges (setuid binaries), asks to die
+ 4. in the program's process: joins the run's cgroup (cgroup.py), closes stdin and every inherited
+    descriptor but the report channel (moved to fd 3), sets the resource limits, drops to the unprivileged uid, forbids new privileges (setuid binaries), asks to die
     with its parent, and execs the interpreter;
  5. waits up to the wall-clock limit, kills the init (or, without a PID namespace, the program's
     process group) on timeout, and reports exit code or signal, CPU time and the isolation had.
@@ -53,11 +54,19 @@ def _user_threads(uid: int) -> int:
     return count
 
 
-def _exec_program(spec: dict, uid: int | None) -> None:
+CHANNEL_FD = 3  # where the program finds its report channel (results.py says what it is for)
+
+
+def _exec_program(spec: dict, uid: int | None, cgroup_fds: list[int]) -> None:
+    for fd in cgroup_fds:
+        os.write(fd, b"0")  # "0": this process; its children are born in the group
     os.chdir(spec["workdir"])
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    os.closerange(3, 65536)  # the report pipe, init's pipe, anything the runner leaked
+    if spec["channel_fd"] != CHANNEL_FD:
+        os.dup2(spec["channel_fd"], CHANNEL_FD)
+    os.set_inheritable(CHANNEL_FD, True)
+    os.closerange(CHANNEL_FD + 1, 65536)  # the report pipe, init's pipe, anything the runner leaked
     cpu = math.ceil(spec["cpu_seconds"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU first, SIGKILL a second later
     _limit(resource.RLIMIT_AS, spec["memory_bytes"])
@@ -79,7 +88,7 @@ def _exec_program(spec: dict, uid: int | None) -> None:
     os.execve(spec["argv"][0], spec["argv"], spec["env"])
 
 
-def _init(spec: dict, uid: int | None, status_fd: int, own_proc: bool) -> None:
+def _init(spec: dict, uid: int | None, status_fd: int, own_proc: bool, cgroup_fds: list[int]) -> None:
     """PID 1 of the sandbox's PID namespace: run the program, reap orphans, report its status."""
     linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # the launcher killed: the namespace dies
     # A session of its own: kill(0) from the program (whose parent pid reads 0 here) then reaches
@@ -92,7 +101,7 @@ def _init(spec: dict, uid: int | None, status_fd: int, own_proc: bool) -> None:
             pass  # the host's /proc stays, but its pids are not signalable from this namespace
     program = os.fork()
     if program == 0:
-        _run_or_report(lambda: _exec_program(spec, uid))
+        _run_or_report(lambda: _exec_program(spec, uid, cgroup_fds))
     while True:
         pid, status, usage = os.wait4(-1, 0)
         if pid == program:
@@ -101,9 +110,9 @@ def _init(spec: dict, uid: int | None, status_fd: int, own_proc: bool) -> None:
     os._exit(0)
 
 
-def _own_group_then_exec(spec: dict, uid: int | None) -> None:
+def _own_group_then_exec(spec: dict, uid: int | None, cgroup_fds: list[int]) -> None:
     os.setpgid(0, 0)  # without a PID namespace: its own group, so a timeout kills its children too
-    _exec_program(spec, uid)
+    _exec_program(spec, uid, cgroup_fds)
 
 
 def _run_or_report(step) -> None:
@@ -135,8 +144,9 @@ def _wait(pid: int, seconds: float) -> bool:
 
 def _isolate(spec: dict) -> tuple[dict, int | None]:
     """Enter the namespaces and build the filesystem view; return (isolation, uid to run as)."""
-    iso: dict = {"network": False, "pid": False, "mount": False, "user": False, "notes": []}
-    layers = {"mount": linux.CLONE_NEWNS, "pid": linux.CLONE_NEWPID}
+    iso: dict = {"network": False, "pid": False, "ipc": False, "mount": False, "user": False, "userns_denied": False,
+                 "memory": spec["memory_scope"], "notes": list(spec["notes"])}
+    layers = {"mount": linux.CLONE_NEWNS, "pid": linux.CLONE_NEWPID, "ipc": linux.CLONE_NEWIPC}
     if spec["isolate_network"]:
         layers["network"] = linux.CLONE_NEWNET
     else:
@@ -171,12 +181,19 @@ def _isolate(spec: dict) -> tuple[dict, int | None]:
         iso["uid"] = uid
     elif spec["uid"] is None:
         iso["notes"].append("user: runs as the runner's user (not root, or drop_privileges is off)")
+    try:
+        linux.deny_user_namespaces()
+        iso["userns_denied"] = True
+    except OSError as exc:
+        iso["notes"].append(f"user namespaces: not denied ({exc.strerror or exc})")
     return iso, uid
 
 
 def main() -> None:
     spec = json.loads(sys.stdin.read())
     report_fd = spec["report_fd"]
+    # Opened before the root becomes read-only: the program joins its cgroup through these.
+    cgroup_fds = [os.open(path, os.O_WRONLY) for path in spec["cgroup_procs"]]
     iso, uid = _isolate(spec)
     status_r, status_w = os.pipe()
     child = os.fork()
@@ -184,9 +201,12 @@ def main() -> None:
         os.close(status_r)
         os.close(report_fd)
         if iso["pid"]:
-            _run_or_report(lambda: _init(spec, uid, status_w, own_proc=iso["mount"]))
-        _run_or_report(lambda: _own_group_then_exec(spec, uid))
+            _run_or_report(lambda: _init(spec, uid, status_w, own_proc=iso["mount"], cgroup_fds=cgroup_fds))
+        _run_or_report(lambda: _own_group_then_exec(spec, uid, cgroup_fds))
     os.close(status_w)
+    os.close(spec["channel_fd"])  # only the program's tree holds the channel: its end is the channel's EOF
+    for fd in cgroup_fds:
+        os.close(fd)
     timed_out = not _wait(child, spec["wall_seconds"])
     if timed_out:
         for kill in (os.kill, os.killpg):  # the init takes its namespace down; else the program's group

@@ -25,7 +25,7 @@ class SandboxLimits:
 
     wall_seconds: float = 30.0
     cpu_seconds: float | None = None  # None: same as wall_seconds
-    memory_mb: int = 4096  # address space (RLIMIT_AS) and data segment (RLIMIT_DATA)
+    memory_mb: int = 4096  # the whole sandbox (cgroup) and each process (RLIMIT_AS, RLIMIT_DATA)
     max_processes: int = 64  # processes and threads of the sandbox user (RLIMIT_NPROC)
     max_file_mb: int = 256  # largest file it may write (RLIMIT_FSIZE)
     max_open_files: int = 1024
@@ -64,6 +64,7 @@ class SandboxResult:
     cpu_seconds: float | None = None
     isolation: dict = field(default_factory=dict)  # which layers were active, and why any was not
     detail: str = ""  # one line saying why this status was given
+    channel: bytes = b""  # the first bytes the program wrote to fd 3, its report channel (apart from stdout)
 
     @property
     def passed(self) -> bool:

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from optimas_cli.sandbox import cleanup
+from optimas_cli.sandbox import cgroup, cleanup
 from optimas_cli.sandbox.results import (
     ERROR,
     EXIT_ERROR,
@@ -43,6 +43,7 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding op
 UID_BASE, UID_SPAN = 3_000_000, 1 << 24
 BACKSTOP_SECONDS = 15.0  # extra time before the runner kills a launcher that did not report
 DRAIN_AFTER_EXIT = 1.0  # how long to keep reading pipes that a straggler still holds open
+CHANNEL_BYTES = 1 << 20  # the first bytes kept of the report channel (fd 3)
 
 _MEMORY_HINTS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory")
 
@@ -63,6 +64,16 @@ class _Tail:
     def text(self) -> str:
         body = self.buf.decode("utf-8", errors="replace")
         return f"[... {self.dropped} earlier bytes dropped ...]\n{body}" if self.dropped else body
+
+
+class _Head:
+    """Keeps the first `limit` bytes of a stream: what a program reports first is never pushed out."""
+
+    def __init__(self, limit: int):
+        self.limit, self.buf = limit, bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.buf += chunk[: max(0, self.limit - len(self.buf))]
 
 
 def _needed_paths() -> list[str]:
@@ -122,16 +133,28 @@ def _chown_tree(root: str, uid: int) -> None:
             os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
 
 
-def _spec(job: SandboxJob, workdir: str, uid: int | None, report_fd: int) -> dict:
+def _spec(job: SandboxJob, workdir: str, uid: int | None, report_fd: int, channel_fd: int,
+          group: cgroup.Group | None, no_group: str) -> dict:
     lim = job.limits
+    memory_bytes, processes = lim.memory_mb << 20, lim.max_processes
+    if group is not None:
+        scope, notes = f"cgroup {group.kind}", []
+    else:
+        processes, memory_bytes = cgroup.fallback_split(memory_bytes, processes)
+        scope = "per-process split"
+        notes = [f"memory: {no_group}; each of at most {processes} processes gets {memory_bytes >> 20} MB"]
     return {
         "workdir": workdir,
         "argv": [sys.executable, "-B", "-s", str(PRELUDE), "main.py"],
         "env": sandbox_env(workdir, job.env),
         "wall_seconds": lim.wall_seconds,
         "cpu_seconds": lim.cpu_limit,
-        "memory_bytes": lim.memory_mb << 20,
-        "max_processes": lim.max_processes,
+        "memory_bytes": memory_bytes,
+        "max_processes": processes,
+        "memory_scope": scope,
+        "notes": notes,
+        "cgroup_procs": group.procs_files if group is not None else [],
+        "channel_fd": channel_fd,
         "max_file_bytes": lim.max_file_mb << 20,
         "max_open_files": lim.max_open_files,
         "scratch_mb": lim.scratch_mb,
@@ -151,6 +174,8 @@ def classify(report: dict | None, backstop: bool, stderr_tail: str, cpu_limit: f
     if report["timed_out"]:
         return TIMEOUT, "wall-clock limit reached; its process tree was killed"
     sig, code = report.get("signal"), report.get("exit_code")
+    if report.get("oom_kills") and code != EXIT_SETUP:
+        return MEMORY, f"the sandbox's memory limit (all its processes together) was reached: {report['oom_kills']} killed"
     if sig is not None:
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
         cpu = report.get("cpu_seconds") or 0.0
@@ -172,11 +197,11 @@ def classify(report: dict | None, backstop: bool, stderr_tail: str, cpu_limit: f
     return FAILED, f"exited {code}"
 
 
-def _drain(proc: subprocess.Popen, out: _Tail, err: _Tail, deadline: float) -> bool:
-    """Read both pipes until EOF; return True if the backstop deadline forced a kill."""
+def _drain(proc: subprocess.Popen, streams: dict, deadline: float) -> bool:
+    """Read the pipes (file object -> buffer) until EOF; return True if the backstop deadline forced a kill."""
     sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ, out)
-    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    for stream, buffer in streams.items():
+        sel.register(stream, selectors.EVENT_READ, buffer)
     backstop, exited_at = False, None
     while sel.get_map():
         now = time.monotonic()
@@ -215,35 +240,44 @@ def run_job(job: SandboxJob) -> SandboxResult:
     if job.limits.drop_privileges and hasattr(os, "geteuid") and os.geteuid() == 0:
         uid = UID_BASE + random.SystemRandom().randrange(UID_SPAN)
     report_r, report_w = os.pipe()
-    out, err = _Tail(job.limits.output_bytes), _Tail(job.limits.output_bytes)
-    report, backstop, proc = None, False, None
+    channel_r, channel_w = os.pipe()
+    out, err, channel = _Tail(job.limits.output_bytes), _Tail(job.limits.output_bytes), _Head(CHANNEL_BYTES)
+    report, backstop, proc, group = None, False, None, None
     try:
         _write_files(workdir, job)
         if uid is not None:
             _chown_tree(workdir, uid)
+        group, no_group = cgroup.create(os.path.basename(workdir), job.limits.memory_mb << 20, job.limits.max_processes)
         proc = subprocess.Popen(
             [sys.executable, "-S", "-B", "-m", "optimas_cli.sandbox.launcher"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(report_w,), start_new_session=True, cwd=workdir,
+            pass_fds=(report_w, channel_w), start_new_session=True, cwd=workdir,
             env={"PYTHONPATH": PACKAGE_ROOT, "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
         )
-        spec = _spec(job, workdir, uid, report_w)  # pass_fds keeps the descriptor's number
-        os.close(report_w)
-        report_w = -1
+        spec = _spec(job, workdir, uid, report_w, channel_w, group, no_group)  # pass_fds keeps the numbers
+        for fd in (report_w, channel_w):
+            os.close(fd)
+        report_w = channel_w = -1
         try:
             proc.stdin.write(json.dumps(spec).encode())
             proc.stdin.close()
         except BrokenPipeError:
             pass  # the launcher died at start; its stderr says why
-        backstop = _drain(proc, out, err, start + job.limits.wall_seconds + BACKSTOP_SECONDS)
+        with os.fdopen(channel_r, "rb", buffering=0, closefd=False) as channel_file:
+            streams = {proc.stdout: out, proc.stderr: err, channel_file: channel}
+            backstop = _drain(proc, streams, start + job.limits.wall_seconds + BACKSTOP_SECONDS)
         data = b"".join(iter(lambda: os.read(report_r, 65536), b""))
         report = json.loads(data) if data else None
     finally:
         if proc is not None:
             _killpg(proc.pid)
-        if report_w != -1:
-            os.close(report_w)
-        os.close(report_r)
+        for fd in (report_w, channel_w, report_r, channel_r):
+            if fd != -1:
+                os.close(fd)
+        if group is not None:
+            if report is not None:
+                report["oom_kills"] = cgroup.oom_kills(group)
+            cgroup.remove(group)
         isolation = report["isolation"] if report else {}
         if uid is not None:
             cleanup.kill_user_processes(uid)
@@ -257,6 +291,7 @@ def run_job(job: SandboxJob) -> SandboxResult:
         signal=_signal_name(report.get("signal")) if report else None,
         stdout=out.text(),
         stderr=err.text(),
+        channel=bytes(channel.buf),
         duration=round(time.monotonic() - start, 3),
         cpu_seconds=report.get("cpu_seconds") if report else None,
         isolation=isolation,

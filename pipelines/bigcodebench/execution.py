@@ -1,15 +1,18 @@
 """Running a solution against unit tests in the sandbox, as the official BigCodeBench harness does.
 
 The solution and the tests are concatenated and executed as one module named `__test__` in a
-fresh, empty working directory; the module's unittest.TestCase classes are run and a JSON
-summary is printed after a per-run random marker. A run passes only when that summary arrives
-and lists no failure, so code that exits early (`os._exit(0)`) before its tests ran fails.
+fresh, empty working directory (harness.py, inside the sandbox). The tests to run are read here
+from the test source (suite_plan.py), never from the sandboxed process, and the verdict comes
+back on the sandbox's report channel (not stdout, which the code may flood) as records keyed with
+a per-run secret. A run passes only when every planned test reported a pass, no record was forged
+and no tampering was seen: code that exits early, runs no test, or patches unittest fails.
 """
 from __future__ import annotations
 
 import functools
 import glob
 import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -17,77 +20,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from optimas_cli.sandbox import ERROR, FAILED, MEMORY, PASSED, TIMEOUT, SandboxJob, SandboxLimits, run_many
 from optimas_cli.sandbox.results import SandboxResult
+from pipelines.bigcodebench.suite_plan import SuitePlan, plan_suite
 
-_HARNESS = r'''
-import json, linecache, os, sys, traceback, types, unittest
-
-MARK = "__MARK__"
-
-
-def tail(text, n):
-    return text if len(text) <= n else "..." + text[-n:]
-
-
-def report(payload, code):
-    try:
-        sys.stdout.flush()
-    except Exception:
-        pass
-    os.write(1, ("\n" + MARK + json.dumps(payload) + "\n").encode())
-    os._exit(code)  # no atexit handlers or leftover threads of the solution may hold the exit
-
-
-class Result(unittest.TestResult):
-    memory = False
-
-    def addError(self, test, err):
-        self.memory = self.memory or issubclass(err[0], MemoryError)
-        super().addError(test, err)
-
-
-def main():
-    with open("solution.py", encoding="utf-8") as fh:
-        solution = fh.read()
-    with open("tests.py", encoding="utf-8") as fh:
-        tests = fh.read()
-    for name in ("solution.py", "tests.py", "main.py"):
-        os.remove(name)
-    os.mkdir("task")
-    os.chdir("task")  # the code sees an empty working directory, as in the official harness
-    module = types.ModuleType("__test__")
-    module.__file__ = "__test__.py"
-    sys.modules["__test__"] = module
-    source = solution + "\n\n" + tests
-    # Tracebacks then quote the failing lines, which is what the final code generator needs to see.
-    linecache.cache["__test__.py"] = (len(source), None, source.splitlines(True), "__test__.py")
-    try:
-        exec(compile(source, "__test__.py", "exec"), module.__dict__)
-    except MemoryError:
-        report({"loaded": False, "error": "MemoryError while loading the code"}, 3)
-    except BaseException:
-        report({"loaded": False, "error": tail(traceback.format_exc(), 1500)}, 2)
-    cases = [v for v in list(vars(module).values())
-             if isinstance(v, type) and issubclass(v, unittest.TestCase) and v.__module__ == "__test__"]
-    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in cases)
-    result = Result()
-    suite.run(result)
-    problems = [(t, "failure", tb) for t, tb in result.failures] + [(t, "error", tb) for t, tb in result.errors]
-    problems += [(t, "unexpected success", "") for t in result.unexpectedSuccesses]
-    payload = {
-        "loaded": True,
-        "tests_run": result.testsRun,
-        "failures": [{"test": t.id().split(".")[-1], "kind": kind, "trace": tail(tb, 700)}
-                     for t, kind, tb in problems[:10]],
-        "failed": len(problems),
-    }
-    report(payload, 0 if not problems else (3 if result.memory else 1))
-
-
-main()
-'''
+HARNESS = Path(__file__).with_name("harness.py")  # runs inside the sandbox as main.py
 
 
 @dataclass
@@ -121,38 +60,74 @@ def matplotlib_cache() -> dict[str, bytes]:
     return files
 
 
-def suite_job(code: str, tests: str, limits: SandboxLimits) -> tuple[SandboxJob, str]:
-    """The sandbox job that runs `tests` against `code`, and the marker its summary follows."""
-    marker = f"@@optimas-tests-{secrets.token_hex(8)}@@"
-    files: dict[str, str | bytes] = {"solution.py": code, "tests.py": tests, **matplotlib_cache()}
-    return SandboxJob(source=_HARNESS.replace("__MARK__", marker), files=files, limits=limits), marker
+@dataclass(frozen=True)
+class SuiteCheck:
+    """What the runner keeps to judge a run: the secret its records are keyed with, and the planned tests."""
+
+    key: bytes
+    plan: SuitePlan
 
 
-def read_outcome(result: SandboxResult, marker: str) -> SuiteOutcome:
-    """Combine the sandbox's status with the harness's summary (absent if the run never got there)."""
-    payload = None
-    for line in reversed(result.stdout.splitlines()):
-        if line.startswith(marker):
-            try:
-                payload = json.loads(line[len(marker):])
-            except json.JSONDecodeError:
-                payload = None
-            break
-    if payload is None:
-        if result.status == PASSED:  # exited 0 without the summary: the code ended the run itself
-            return SuiteOutcome(FAILED, error="the code exited before its tests reported", duration=result.duration)
+def suite_job(code: str, tests: str, limits: SandboxLimits) -> tuple[SandboxJob, SuiteCheck]:
+    """The sandbox job that runs `tests` against `code`, and what its verdict is checked against."""
+    check = SuiteCheck(secrets.token_bytes(32), plan_suite(tests))
+    files: dict[str, str | bytes] = {"solution.py": code, "tests.py": tests, "key": check.key,
+                                     "plan.json": json.dumps(check.plan.to_json()), **matplotlib_cache()}
+    return SandboxJob(source=HARNESS.read_text(encoding="utf-8"), files=files, limits=limits), check
+
+
+def read_records(channel: bytes, key: bytes) -> tuple[list[list[str]], str]:
+    """The harness's records, in order, and what was wrong with the channel ('' when nothing)."""
+    records: list[list[str]] = []
+    for line in channel.split(b"\n"):
+        if not line:
+            continue
+        mac, _, body = line.partition(b"\t")
+        expected = hashlib.blake2b(body, key=key, digest_size=16).hexdigest().encode()
+        if not hmac.compare_digest(mac, expected):
+            return records, "the report channel carried a record the harness did not write"
+        try:
+            fields = [f.encode("ascii").decode("unicode_escape") for f in body.decode("ascii").split("\t")]
+        except UnicodeError:
+            return records, "an unreadable record"
+        if fields[0] != str(len(records)):
+            return records, "records out of order"
+        records.append(fields[1:])
+    return records, ""
+
+
+def read_outcome(result: SandboxResult, check: SuiteCheck) -> SuiteOutcome:
+    """The verdict from the harness's authenticated records, checked against the planned tests."""
+    duration = result.duration
+    records, forged = read_records(result.channel, check.key)
+    if forged:
+        return SuiteOutcome(FAILED, error=f"the code tampered with the test harness: {forged}", duration=duration)
+    tampered = [r[1] for r in records if r[0] == "tamper"]
+    if tampered:
+        return SuiteOutcome(FAILED, error=f"the code tampered with the test harness: {tampered[0]}", duration=duration)
+    if not records or records[0][0] != "load":
+        if result.status == PASSED:  # exited 0 without a word: the code ended the run itself
+            return SuiteOutcome(FAILED, error="the code exited before its tests reported", duration=duration)
         error = result.detail + (f"\n{result.stderr[-1500:]}" if result.stderr.strip() else "")
-        return SuiteOutcome(result.status, error=error, duration=result.duration)
-    if not payload.get("loaded"):
-        return SuiteOutcome(MEMORY if result.status == MEMORY else ERROR, error=payload.get("error", ""),
-                           duration=result.duration)
-    return SuiteOutcome(
-        status=result.status,
-        tests_run=int(payload.get("tests_run", 0)),
-        failed=int(payload.get("failed", 0)),
-        failures=list(payload.get("failures", [])),
-        duration=result.duration,
-    )
+        return SuiteOutcome(result.status, error=error, duration=duration)
+    if records[0][1] != "ok":
+        return SuiteOutcome(MEMORY if records[0][1] == "memory" else ERROR, error=records[0][2], duration=duration)
+    planned = len(check.plan.tests)
+    if planned == 0:
+        return SuiteOutcome(FAILED, error="the tests define no test case, so nothing was checked", duration=duration)
+    tests = [r for r in records[1:] if r[0] == "test"]
+    problems = [{"test": r[3], "kind": r[4], "trace": r[5]} for r in tests if r[4] != "pass"]
+    done = records[-1][0] == "done" and records[-1][1] == str(planned) == str(len(tests))
+    outcome = SuiteOutcome(result.status, tests_run=len(tests), failed=len(problems), failures=problems[:10],
+                           duration=duration)
+    if any(p["kind"] == "memory" for p in problems):
+        outcome.status = MEMORY
+    elif problems:
+        outcome.status = FAILED
+    elif not done:
+        outcome.status = FAILED if result.status == PASSED else result.status
+        outcome.error = f"only {len(tests)} of the {planned} tests reported before the run ended ({result.detail})"
+    return outcome
 
 
 class OutcomeCache:
@@ -207,8 +182,8 @@ def run_suites(
             todo.append(i)
     jobs = [suite_job(pairs[i][0], pairs[i][1], limits) for i in todo]
     results = run_many([job for job, _ in jobs], workers=workers) if jobs else []
-    for i, (_, marker), result in zip(todo, jobs, results, strict=True):
-        outcomes[i] = read_outcome(result, marker)
+    for i, (_, check), result in zip(todo, jobs, results, strict=True):
+        outcomes[i] = read_outcome(result, check)
         if cache is not None:
             cache.put(keys[i], outcomes[i])
     return outcomes  # type: ignore[return-value]
@@ -223,8 +198,7 @@ def describe(outcome: SuiteOutcome, max_chars: int = 1500) -> str:
     elif outcome.status == ERROR:
         text = f"The code could not be run:\n{outcome.error.strip()}"
     elif outcome.status == PASSED:
-        text = (f"All {outcome.tests_run} generated tests passed." if outcome.tests_run
-                else "The code runs, but the generated tests contain no test case.")
+        text = f"All {outcome.tests_run} generated tests passed."
     elif outcome.failures:
         lines = [f"The generated tests found {outcome.failed} problem(s) in {outcome.tests_run} test(s):"]
         for f in outcome.failures:

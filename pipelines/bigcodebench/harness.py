@@ -1,0 +1,394 @@
+"""The unit-test harness that runs INSIDE the sandbox, as its main.py (never imported by the project).
+
+The solution and its tests run in this one interpreter (tests call the solution's functions), so
+whatever this process prints could be forged by the solution. The verdict therefore travels on
+its own channel (fd 3, apart from stdout) as records that only an audit hook can write: the hook
+holds the run's secret key (each record carries a keyed BLAKE2b MAC the runner checks), is
+installed before the solution is loaded, cannot be removed from Python, and is reachable from
+Python only through the gc module (whose inspection calls it treats as tampering). It writes:
+  load   - whether solution + tests loaded (else the error);
+  test   - one record per planned test, in plan order: pass, or the failure (kind, trace);
+  tamper - what the solution did to the harness (the process exits at once);
+  done   - all planned tests reported.
+A test's outcome reaches the hook only from this file's Result methods called by unittest's own
+code, for the test the harness is running, so calling them (or sys.audit) from the solution, a
+thread, a finalizer or a stack walk is caught; class-level patches of unittest (a no-op
+TestCase.run, addFailure, assertEqual), swapped __code__, instance-level shadows of assert
+methods and foreign classes in a test class's MRO are checked for. See README.md in
+optimas_cli/sandbox for what this cannot stop. Standard library only.
+"""
+import hashlib
+import linecache
+import os
+import sys
+import threading
+import traceback
+import types
+import unittest
+
+CHANNEL_FD = 3
+TEST_FILE = "__test__.py"
+EXIT_FAILED, EXIT_ERROR, EXIT_MEMORY = 1, 2, 3
+INSPECTION_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
+OK_KINDS = ("success", "expected failure", "skip")
+
+
+def _codes_of(namespaces, frame):
+    """Ids of every code object (nested ones too) of these namespaces' functions and methods, and of
+    the frames on the stack now (the prelude, this file's top level): no solution code has run yet."""
+    ids, todo = set(), []
+    while frame is not None:
+        todo.append(frame.f_code)
+        frame = frame.f_back
+    for namespace in namespaces:
+        for value in namespace.values():
+            members = list(vars(value).values()) if isinstance(value, type) else [value]
+            for member in members:
+                func = getattr(member, "__func__", member)
+                if isinstance(func, property):
+                    func = func.fget
+                while isinstance(func, types.FunctionType):  # a decorated one too (contextmanager)
+                    todo.append(func.__code__)
+                    func = getattr(func, "__wrapped__", None)
+    while todo:
+        code = todo.pop()
+        if id(code) not in ids:
+            ids.add(id(code))
+            todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return ids
+
+
+def _classes_of(module_names):
+    return [v for name in module_names for v in vars(sys.modules[name]).values() if isinstance(v, type)]
+
+
+METHOD_TYPES = (types.FunctionType, classmethod, staticmethod, property)
+
+
+def _is_method(value):
+    """By exact type: isinstance could consult a __class__ the solution wrote."""
+    kind = type(value)
+    return any(kind is t for t in METHOD_TYPES)
+
+
+def _methods(cls):
+    """name -> the method objects a class defines itself (what a patch would replace)."""
+    return {k: v for k, v in vars(cls).items() if _is_method(v)}
+
+
+class Result(unittest.TestResult):
+    """Passes each outcome to the hook the moment unittest reports it."""
+
+    def addSuccess(self, test):
+        sys.audit("optimas.outcome", "success", test, "")
+
+    def addFailure(self, test, err):
+        sys.audit("optimas.outcome", "failure", test, self._text(err, test))
+
+    def addError(self, test, err):
+        kind = "memory" if issubclass(err[0], MemoryError) else "error"
+        sys.audit("optimas.outcome", kind, test, self._text(err, test))
+
+    def addSkip(self, test, reason):
+        sys.audit("optimas.outcome", "skip", test, str(reason)[:300])
+
+    def addExpectedFailure(self, test, err):
+        sys.audit("optimas.outcome", "expected failure", test, "")
+
+    def addUnexpectedSuccess(self, test):
+        sys.audit("optimas.outcome", "unexpected success", test, "")
+
+    def addSubTest(self, test, subtest, err):
+        if err is not None:
+            kind = "failure" if issubclass(err[0], test.failureException) else "error"
+            sys.audit("optimas.subtest", kind, test, self._text(err, test))
+
+    def _text(self, err, test):
+        try:
+            return self._exc_info_to_string(err, test)[-700:]
+        except Exception:  # noqa: BLE001 - an exception whose repr fails still fails its test
+            return err[0].__name__
+
+
+def _seal(key, plan, channel):
+    """Install the hook that alone writes records (see the module docstring); keeps `key` only in its closure."""
+    write, blake2b, getframe, get_ident = os.write, hashlib.blake2b, sys._getframe, threading.get_ident
+    # Builtins and constants the hook uses, bound now: the solution may replace them in builtins or here.
+    _type, _len, _id, _str, _int, _exit = type, len, id, str, int, os._exit
+    _vars, _getattr, _set, _sorted, is_method, methods_of = vars, getattr, set, sorted, _is_method, _methods
+    _object, _assertion_error, ok_kinds, _any, _dict = object, AssertionError, OK_KINDS, any, dict
+    inspection_events, exit_failed = INSPECTION_EVENTS, EXIT_FAILED
+    main_thread = get_ident()
+    outcome_class = unittest.case._Outcome
+    case_names = {n for n, v in vars(unittest.TestCase).items() if callable(v) or isinstance(v, classmethod | staticmethod)}
+    case_names.add("failureException")
+    # What every class may hold without having written it: what TestCase.__init_subclass__ sets
+    # (_classSetupFailed, _class_cleanups) and what Python puts in a class's namespace.
+    case_data = _set(vars(unittest.TestCase)) - case_names | {
+        "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__firstlineno__",
+        "__static_attributes__", "__annotations__", "__classcell__", "_classSetupFailed", "_class_cleanups"}
+    pristine = {n: vars(unittest.TestCase)[n] for n in case_names}
+    # unittest runs each test part inside contextlib's context manager: a patched __exit__ there
+    # could swallow a failure, so contextlib is guarded as unittest is.
+    harness_modules = [m for m in sys.modules if m == "unittest" or m.startswith("unittest.")] + ["contextlib"]
+    # Python 3.11 audits no assignment to a class attribute, so each guarded class's methods are
+    # compared with a snapshot instead, at load and after every test.
+    snapshots = [(cls, _methods(cls)) for cls in [*_classes_of(harness_modules), Result]]
+    guarded_classes = {_id(cls) for cls, _ in snapshots}
+    trusted = _codes_of([vars(sys.modules[m]) for m in harness_modules] + [globals()], getframe())
+    guarded_code_owners = {_id(f) for name in harness_modules for v in vars(sys.modules[name]).values()
+                           for f in ([v] + (list(vars(v).values()) if isinstance(v, type) else []))
+                           if isinstance(f, types.FunctionType)}
+    guarded_code_owners |= {_id(f) for f in [*globals().values(), *vars(Result).values()]
+                            if isinstance(f, types.FunctionType)}
+    result_codes = {kind: vars(Result)[name].__code__ for kind, name in (
+        ("success", "addSuccess"), ("failure", "addFailure"), ("error", "addError"), ("memory", "addError"),
+        ("skip", "addSkip"), ("expected failure", "addExpectedFailure"),
+        ("unexpected success", "addUnexpectedSuccess"))}
+    own_names = {cls: set(names) for cls, names in plan["own_names"].items()}
+    tests = [tuple(t) for t in plan["tests"]]
+    state = {"seq": 0, "next": 0, "test": None, "outcomes": [], "classes": None}
+
+    def record(*fields):
+        body = "\t".join(_str(f).encode("unicode_escape").decode("ascii") for f in (state["seq"], *fields))
+        state["seq"] += 1
+        mac = blake2b(body.encode(), key=key, digest_size=16).hexdigest()
+        try:
+            write(channel, (mac + "\t" + body + "\n").encode())
+        except OSError:
+            _exit(exit_failed)  # the channel was closed or replaced: no verdict can be given
+
+    def tamper(what):
+        record("tamper", what)
+        _exit(exit_failed)
+
+    def check_caller(allowed_code, depth):
+        """The event must come from `allowed_code`, on the main thread, with only trusted code below it."""
+        if get_ident() != main_thread:
+            tamper("a harness event raised from another thread")
+        frame = getframe(depth)  # the caller of sys.audit, above this function and the hook's own frames
+        if frame.f_code is not allowed_code:
+            tamper(f"a harness event raised by {frame.f_code.co_name}")
+        while frame is not None:
+            if _id(frame.f_code) not in trusted:
+                tamper(f"a harness event raised with {frame.f_code.co_name} ({frame.f_code.co_filename}) on the stack")
+            frame = frame.f_back
+
+    def check_class(cls, name):
+        """The test class as the tests wrote it: nothing foreign in its MRO, TestCase's methods intact."""
+        if _type(cls) is not _type:
+            tamper(f"{name} has a foreign metaclass")
+        for klass in cls.__mro__:
+            if _id(klass) in guarded_classes or klass is _object:
+                continue
+            exact_str_keys(_vars(klass), "a test class")
+            kname = klass.__name__
+            extra = _set(_vars(klass)) - own_names.get(kname, _set()) - case_data
+            if kname not in own_names or _type(klass) is not _type or extra:
+                tamper(f"{name}'s class chain holds {kname}, which the tests did not define as such ({_sorted(extra)[:5]})")
+        for attr in case_names - own_names.get(name, _set()):
+            for klass in cls.__mro__:
+                if attr in _vars(klass):
+                    found = _vars(klass)[attr]
+                    if _id(klass) in guarded_classes and found is not pristine[attr]:
+                        tamper(f"unittest.TestCase.{attr} was replaced")
+                    break
+
+    def check_snapshots():
+        for cls, methods in snapshots:
+            now = _vars(cls)
+            exact_str_keys(now, "a guarded class")
+            for name, value in methods.items():
+                if now.get(name) is not value:
+                    tamper(f"{cls.__name__}.{name} was replaced or removed")
+            for name, value in now.items():
+                if name not in methods and is_method(value):
+                    tamper(f"{cls.__name__}.{name} was added")
+
+    def check_instance(test, method):
+        exact_str_keys(_vars(test), "the test")
+        for attr, value in _vars(test).items():
+            if attr == method or (attr in case_names and attr != "failureException") or (
+                    attr == "failureException" and value is not _assertion_error):
+                tamper(f"the test's own {attr} was replaced")
+        equality = _vars(test).get("_type_equality_funcs", {})
+        if _type(equality) is not _dict or _any(_type(v) is not _str or v not in case_names for v in equality.values()):
+            tamper("assertEqual's type-specific checks were replaced")
+
+    def on_outcome(event, args):
+        kind, test, trace = args
+        if event == "optimas.subtest":
+            kind = "error" if kind == "error" and _type(kind) is _str else "failure"
+        trace = trace if _type(trace) is _str else "?"
+        # A failed subtest can only fail its test, so it is taken from anywhere (unittest reports it
+        # from within the test method's own frame); an outcome that may pass a test is checked.
+        if event != "optimas.subtest":
+            check_caller(result_codes.get(kind), 3)  # 0 check_caller, 1 on_outcome, 2 hook, 3 the Result method
+        if test is not state["test"]:
+            tamper("an outcome reported for a test that is not running")
+        exact_str_keys(_vars(test), "the test")
+        method = _getattr(_type(test), tests[state["next"]][1])
+        if kind == "expected failure" and not _getattr(method, "__unittest_expecting_failure__", False):
+            kind, trace = "failure", "an unexpected 'expected failure' (the test is not marked so)"
+        if kind == "success":  # unittest swallows an exception when its outcome was told to expect one
+            outcome = _vars(test).get("_outcome")
+            if _type(outcome) is outcome_class:
+                exact_str_keys(_vars(outcome), "the test's outcome")
+            if _type(outcome) is not outcome_class or _vars(outcome).get("expectedFailure") is not None:
+                kind, trace = "failure", "the test raised, and the code had its failure marked as expected"
+        if kind == "skip" and not (_getattr(method, "__unittest_skip__", False) or _getattr(_type(test), "__unittest_skip__", False)):
+            kind, trace = "failure", f"skipped at run time, which does not test the code ({trace})"
+        outcomes = state["outcomes"]
+        if outcomes and (kind in ok_kinds or outcomes[-1][0] in ok_kinds):
+            tamper("a second outcome for one test")
+        outcomes.append((kind, trace))
+
+    # No code of the solution may run while a frame of the hook is on the stack (the frame's free
+    # variables lead to the key): so nothing below compares, hashes or formats an object that is not
+    # exactly a str, int or type (a str subclass could carry its own __eq__, __hash__ or __str__).
+    def exact_str_keys(namespace, what):
+        for name in namespace:
+            if _type(name) is not _str:
+                tamper(f"{what} holds a name that is not a plain string")
+
+    def hook(event, args):
+        if _type(event) is not _str:
+            return
+        if event.startswith("optimas."):
+            if event in ("optimas.outcome", "optimas.subtest"):
+                on_outcome(event, args)
+                return
+            check_caller(state["harness_code"], 2)  # 0 check_caller, 1 hook, 2 the caller of sys.audit
+            if event == "optimas.loaded":
+                error, classes = args
+                if error:
+                    record("load", error[0], error[1])
+                    return
+                state["classes"] = classes
+                for name, cls in classes.items():
+                    check_class(cls, name)
+                    snapshots.extend((k, methods_of(k)) for k in cls.__mro__ if _id(k) not in guarded_classes
+                                     and k is not _object)
+                check_snapshots()
+                record("load", "ok", "")
+            elif event == "optimas.begin":
+                index, test = args
+                expected = tests[index] if _type(index) is _int and index == state["next"] < _len(tests) else None
+                if expected is None or _type(test) is not state["classes"][expected[0]]:
+                    tamper("the tests were not run in their planned order")
+                exact_str_keys(_vars(test), "the test")
+                name = _vars(test).get("_testMethodName")
+                if _type(name) is not _str or name != expected[1]:
+                    tamper("the tests were not run in their planned order")
+                state["test"], state["outcomes"] = test, []
+            elif event == "optimas.end":
+                test, (cls_name, method) = state["test"], tests[state["next"]]
+                check_class(state["classes"][cls_name], cls_name)
+                check_snapshots()
+                check_instance(test, method)
+                problems = [o for o in state["outcomes"] if o[0] not in ok_kinds]
+                if not state["outcomes"]:
+                    problems = [("error", "the test reported no outcome")]
+                first = problems[0] if problems else ("pass", "")
+                record("test", state["next"], cls_name, method, first[0], first[1], _len(problems))
+                state["next"] += 1
+                state["test"] = None
+            elif event == "optimas.done":
+                if state["next"] != _len(tests):
+                    tamper("the run ended before every planned test reported")
+                record("done", _len(tests))
+        elif event in ("object.__setattr__", "object.__delattr__"):
+            obj, attr = args[0], args[1]
+            if _type(attr) is not _str:
+                return
+            if attr == "__code__" and _id(obj) in guarded_code_owners:
+                tamper(f"the code of {obj.__name__} was swapped")
+        elif event in inspection_events:
+            tamper(f"{event} (the harness's objects are off limits)")
+        elif event == "open" and _type(args[0]) is _str and args[0].startswith("/proc/") and args[0].endswith("/mem"):
+            tamper("reading the process's own memory")
+
+    state["harness_code"] = _run.__code__
+    sys.addaudithook(hook)
+
+
+def _run(plan, run_case):
+    with open("solution.py", encoding="utf-8") as fh:
+        solution = fh.read()
+    with open("tests.py", encoding="utf-8") as fh:
+        tests = fh.read()
+    for name in ("solution.py", "tests.py", "main.py"):
+        os.remove(name)
+    os.mkdir("task")
+    os.chdir("task")  # the code sees an empty working directory, as in the official harness
+    module = types.ModuleType("__test__")
+    module.__file__ = TEST_FILE
+    sys.modules["__test__"] = module
+    source = solution + "\n\n" + tests
+    # Tracebacks then quote the failing lines, which is what the final code generator needs to see.
+    linecache.cache[TEST_FILE] = (len(source), None, source.splitlines(True), TEST_FILE)
+    try:
+        exec(compile(source, TEST_FILE, "exec"), module.__dict__)
+    except MemoryError:
+        sys.audit("optimas.loaded", ("memory", "MemoryError while loading the code"), None)
+        return EXIT_MEMORY
+    except BaseException:  # noqa: BLE001 - whatever the code raised, it did not load
+        sys.audit("optimas.loaded", ("error", traceback.format_exc()[-1500:]), None)
+        return EXIT_ERROR
+    names = {cls for cls, _ in plan["tests"]}
+    classes = {name: vars(module).get(name) for name in names}
+    if any(not isinstance(cls, type) for cls in classes.values()):
+        missing = sorted(n for n, c in classes.items() if not isinstance(c, type))
+        sys.audit("optimas.loaded", ("error", f"the test classes {missing} are not classes after loading"), None)
+        return EXIT_ERROR
+    sys.audit("optimas.loaded", None, classes)
+    result, current, class_error = Result(), None, None
+    for index, (cls_name, method) in enumerate(plan["tests"]):
+        if classes[cls_name] is not current:  # class fixtures, as unittest's suite would run them
+            _tear_down_class(current)
+            current, class_error = classes[cls_name], None
+            try:
+                current.setUpClass()
+            except Exception:  # noqa: BLE001 - every test of the class then fails with this error
+                class_error = sys.exc_info()
+        test = current(method)
+        sys.audit("optimas.begin", index, test)
+        if class_error is None:
+            run_case(test, result)
+        else:
+            result.addError(test, class_error)
+        sys.audit("optimas.end", index)
+    _tear_down_class(current)
+    sys.audit("optimas.done")
+    return 0
+
+
+def _tear_down_class(cls):
+    if cls is not None:
+        try:
+            cls.tearDownClass()
+        except Exception:  # noqa: BLE001 - the tests already reported; say it on stderr only
+            traceback.print_exc()
+
+
+def main():
+    import json
+
+    with open("plan.json", encoding="utf-8") as fh:
+        plan = json.load(fh)
+    with open("key", "rb") as fh:
+        key = fh.read()
+    os.remove("plan.json")
+    os.remove("key")
+    os.set_inheritable(CHANNEL_FD, False)  # the solution's child processes do not get the channel
+    run_case = unittest.TestCase.run  # unittest's own, taken before the solution can touch the class
+    _seal(key, plan, CHANNEL_FD)
+    del key
+    code = _run(plan, run_case)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no atexit handler or leftover thread of the solution may hold the exit
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Which tests a suite holds, read from its source without running it (in the trusted runner).
+
+The harness in the sandbox runs exactly these tests and must report each of them; the runner
+checks that it did. Reading the tests rather than asking the sandboxed process means that code
+that stops unittest from finding or running tests (a no-op `TestCase.run`, an empty suite, a
+TestCase class of its own) cannot change the count the verdict is checked against.
+Collected as unittest's loader would: module-level classes deriving (directly or through other
+classes of the module) from a `...TestCase`, their callable `test*` methods, sorted by name,
+classes in the order they are defined. Tests created at run time (setattr in a loop) are not seen.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SuitePlan:
+    tests: list[tuple[str, str]] = field(default_factory=list)  # (class name, method name), in run order
+    # Every name each test class (and each of its in-module bases) defines itself: these, and only
+    # these, may override what unittest.TestCase defines (setUp, tearDown, a helper assert...).
+    own_names: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"tests": [list(t) for t in self.tests], "own_names": self.own_names}
+
+
+def _base_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def _functions(body: list[ast.stmt]) -> list[str]:
+    return [s.name for s in body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)]
+
+
+def _defined_names(body: list[ast.stmt]) -> list[str]:
+    names = []
+    for stmt in body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.append(stmt.name)
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names += [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        elif isinstance(stmt, ast.Import | ast.ImportFrom):
+            names += [(a.asname or a.name).split(".")[0] for a in stmt.names]
+    return names
+
+
+def plan_suite(tests_source: str) -> SuitePlan:
+    """The plan of `tests_source`; an unparsable source gives an empty plan (the run then reports the syntax error)."""
+    try:
+        module = ast.parse(tests_source)
+    except (SyntaxError, ValueError):
+        return SuitePlan()
+    aliases = {"TestCase", "IsolatedAsyncioTestCase"}
+    for stmt in module.body:  # from unittest import TestCase as TC
+        if isinstance(stmt, ast.ImportFrom) and stmt.module == "unittest":
+            aliases.update(a.asname for a in stmt.names if a.asname and a.name.endswith("TestCase"))
+    classes: dict[str, tuple[list[str], list[str], list[str]]] = {}  # name -> (test bases, own names, functions)
+    plan = SuitePlan()
+    for stmt in module.body:
+        if not isinstance(stmt, ast.ClassDef):
+            continue
+        bases = [_base_name(b) for b in stmt.bases]
+        if not any(b in classes or b in aliases or b.endswith("TestCase") for b in bases):
+            continue
+        classes[stmt.name] = ([b for b in bases if b in classes], _defined_names(stmt.body), _functions(stmt.body))
+        methods, seen, todo = set(), set(), [stmt.name]
+        while todo:  # the class and its in-module test bases
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            inherited, own, functions = classes[name]
+            plan.own_names[name] = own
+            methods.update(n for n in functions if n.startswith("test"))
+            todo += inherited
+        plan.tests += [(stmt.name, m) for m in sorted(methods)]
+    return plan
