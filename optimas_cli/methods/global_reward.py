@@ -48,9 +48,10 @@ class ScoredLoopBaseline(Optimas):
 
     label = "scored loop"
 
-    def __init__(self, name: str, budget=None, scheduler: str = "uniform", optimizer=None, seed: int = 0):
+    def __init__(self, name: str, budget=None, scheduler: str = "uniform", optimizer=None, seed: int = 0,
+                 gate: str = "strict", gate_alpha: float = 0.1):
         super().__init__(name=name, lrf=None, budget=budget, scheduler=scheduler, adapt=False,
-                         optimizer=optimizer, seed=seed)
+                         optimizer=optimizer, seed=seed, gate=gate, gate_alpha=gate_alpha)
 
     def make_scorer(self, pipeline: Pipeline, splits, ctx, folder) -> tuple[object, dict]:
         raise NotImplementedError
@@ -64,6 +65,8 @@ class ScoredLoopBaseline(Optimas):
             scheduler=self.scheduler,
             optimizer=self._optimizer_settings(folder),
             seed=self.seed,
+            gate=self.gate,
+            gate_alpha=self.gate_alpha,
         )
         loop = OptimasLoop(view, splits.train, splits.val, ctx, scorer, settings, folder, adapt=None,
                            on_iteration=_report_iteration)
@@ -78,8 +81,9 @@ class GlobalReward(ScoredLoopBaseline):
     label = "global reward only"
 
     def __init__(self, name: str = "global_reward", budget=None, scheduler: str = "uniform", optimizer=None,
-                 seed: int = 0, rollouts: int = 1):
-        super().__init__(name=name, budget=budget, scheduler=scheduler, optimizer=optimizer, seed=seed)
+                 seed: int = 0, rollouts: int = 1, gate: str = "strict", gate_alpha: float = 0.1):
+        super().__init__(name=name, budget=budget, scheduler=scheduler, optimizer=optimizer, seed=seed,
+                         gate=gate, gate_alpha=gate_alpha)
         self.rollouts = int(rollouts)
 
     def make_scorer(self, pipeline, splits, ctx, folder):

@@ -29,8 +29,9 @@ class Optimas(Method):
 
     def __init__(self, name: str = "optimas", lrf: Mapping | None = None, budget: Mapping | None = None,
                  scheduler: str = "uniform", adapt: bool = True, optimizer: Mapping | None = None, seed: int = 0,
-                 skip_unpaired: bool = True):
+                 skip_unpaired: bool = True, gate: str = "strict", gate_alpha: float = 0.1):
         self.name, self.lrf_cfg, self.budget = name, dict(lrf or {}), dict(budget or {})
+        self.gate, self.gate_alpha = gate, float(gate_alpha)
         self.skip_unpaired = skip_unpaired
         self.scheduler, self.adapt_enabled, self.optimizer, self.seed = scheduler, adapt, dict(optimizer or {}), seed
 
@@ -64,6 +65,8 @@ class Optimas(Method):
             scheduler=self.scheduler,
             optimizer=self._optimizer_settings(folder),
             seed=self.seed,
+            gate=self.gate,
+            gate_alpha=self.gate_alpha,
         )
         loop = OptimasLoop(
             pipeline, splits.train, splits.val, ctx, lrf, settings, folder,

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from optimas_cli.optim import optimize_component
+from optimas_cli.optim.gate import ValidationGate
 from optimas_cli.optim.scheduler import ComponentScheduler
 from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory
 from optimas_cli.system.evaluate import rewards
@@ -29,6 +30,8 @@ class LoopSettings:
     scheduler: str = "uniform"
     optimizer: dict | None = None  # per-kind settings handed to the local optimizers
     seed: int = 0
+    gate: str = "strict"  # ValidationGate rule: strict (the paper) | paired
+    gate_alpha: float = 0.1
 
 
 class OptimasLoop:
@@ -62,6 +65,7 @@ class OptimasLoop:
         self.adapt, self.save_lrf, self.on_iteration = adapt, save_lrf, on_iteration
         optimizable = [n for n in self.system.order if self.system.components[n].kind.value != "none"]
         self.scheduler = ComponentScheduler(optimizable, settings.scheduler)
+        self.gate = ValidationGate(settings.gate, settings.gate_alpha, seed=settings.seed)
 
     # -- state ----------------------------------------------------------------------------------
     def _load_or_start(self) -> tuple[int, SystemConfig, list[dict], np.random.Generator]:
@@ -81,8 +85,9 @@ class OptimasLoop:
         )
         self.folder.save_accounts(self.ctx)
 
-    def _validate(self, trajs: list[Trajectory]) -> float:
-        return float(sum(rewards(self.pipeline, trajs)))
+    def _validate(self, trajs: list[Trajectory]) -> list[float]:
+        """Per-example validation rewards: the gate compares them example by example."""
+        return rewards(self.pipeline, trajs)
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> tuple[SystemConfig, list[dict]]:
@@ -93,7 +98,9 @@ class OptimasLoop:
         # the search sample's cached inputs feed the local optimizers.
         with self.ctx.ledger.timed("validation"):
             val_trajs = self.system.run(self.val, config, vctx)
-            val_total = self._validate(val_trajs)
+            val_scores = self._validate(val_trajs)
+            val_total = float(sum(val_scores))
+        self.gate.log_detectable(val_scores)
         with self.ctx.ledger.timed("local_optimization"):
             search = self.system.run(self.train[: self.settings.search_size], config, octx)
         self._observe(search, config)
@@ -123,10 +130,13 @@ class OptimasLoop:
                 candidate = config.replace(name, proposal.value)
                 with self.ctx.ledger.timed("validation"):
                     cand_trajs = self.system.run_from(name, val_trajs, candidate, vctx)
-                    cand_total = self._validate(cand_trajs)
+                    cand_scores = self._validate(cand_trajs)
+                    cand_total = float(sum(cand_scores))
                 entry["val_candidate"] = cand_total
-                if cand_total > val_total:  # strictly higher: ties and losses are rejected
-                    config, val_trajs, val_total = candidate, cand_trajs, cand_total
+                decision = self.gate.decide(val_scores, cand_scores)
+                entry["gate"] = decision.to_dict()
+                if decision.accepted:
+                    config, val_trajs, val_total, val_scores = candidate, cand_trajs, cand_total, cand_scores
                     search = self.system.run_from(name, search, config, octx)
                     self._observe(search, config)
                     entry.update(accepted=True, val_after=cand_total)
@@ -134,7 +144,8 @@ class OptimasLoop:
                         self.adapt(config, self.ctx.replace(phase="adaptation"))
                         if self.save_lrf is not None:
                             self.save_lrf()
-                        val_total = self._refresh_routes(config, val_trajs, vctx, entry, val_total)
+                        val_scores = self._refresh_routes(config, val_trajs, vctx, entry, val_scores)
+                        val_total = float(sum(val_scores))
             else:
                 entry["note"] = "the local optimizer kept the current value"
             entry["runs_so_far"] = round(self.ctx.ledger.equivalent_runs(), 2)  # x axis of a validation curve by cost
@@ -150,14 +161,15 @@ class OptimasLoop:
         if hasattr(self.lrf, "observe"):
             self.lrf.observe(search, config)
 
-    def _refresh_routes(self, config, val_trajs, vctx, entry, val_total) -> float:
+    def _refresh_routes(self, config, val_trajs, vctx, entry, val_scores) -> list[float]:
         """An adapted LRF changes what per-instance {"route": "lrf"} choices pick: re-measure them."""
         routed = [n for n in self.system.order if isinstance(config[n], dict) and config[n].get("route") == "lrf"]
         if not routed:
-            return val_total
+            return val_scores
         trajs = val_trajs
         for name in routed:
             trajs = self.system.run_from(name, trajs, config, vctx)
         val_trajs[:] = trajs
-        entry["val_after_adaptation"] = self._validate(trajs)
-        return entry["val_after_adaptation"]
+        val_scores = self._validate(trajs)
+        entry["val_after_adaptation"] = float(sum(val_scores))
+        return val_scores
