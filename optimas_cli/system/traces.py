@@ -19,7 +19,7 @@ PREDICTIONS = "predictions.jsonl.gz"
 
 def example_key(example: dict, inputs: Sequence[str]) -> str:
     """What lines two runs up on the same example: its id, else a hash of its system inputs."""
-    for field in ("id", "_id", "task_id", "qid"):
+    for field in ("id", "task_id", "query_id", "question_id"):
         if example.get(field) is not None:
             return str(example[field])
     text = json.dumps({f: example.get(f) for f in inputs}, sort_keys=True, default=str)
