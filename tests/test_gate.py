@@ -9,7 +9,16 @@ import pytest
 from optimas_cli.errors import UserError
 from optimas_cli.optim.gate import ValidationGate
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
-from optimas_cli.system import Component, CompoundSystem, ConfigKind, Metric, Pipeline, RunContext, RunLedger, Splits
+from optimas_cli.system import (
+    Component,
+    CompoundSystem,
+    ConfigKind,
+    Metric,
+    Pipeline,
+    RunContext,
+    RunLedger,
+    Splits,
+)
 from optimas_cli.system.run_folder import RunFolder
 
 BEFORE = [0.5] * 10

@@ -61,6 +61,6 @@ class ValidationGate:
                  self.rule, len(scores), effect, self.alpha, mean)
         if mean > 0 and effect > 0.1 * mean:
             log.warning("the validation set is small for its noise: only gains above %.4f (%.0f%% of the mean "
-                        "score %.4f) are distinguishable from chance; use a larger budget.val_size or "
-                        "method.gate=paired", effect, 100 * effect / mean, mean)
+                        "score %.4f) are distinguishable from chance; a larger budget.val_size lowers that, and "
+                        "method.gate=paired keeps smaller gains from being accepted", effect, 100 * effect / mean, mean)
         return effect
