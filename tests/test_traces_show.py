@@ -154,3 +154,40 @@ def test_a_trained_reward_model_adds_r_k_to_each_component_it_has_a_head_for(tmp
     assert [line["components"]["answer"]["reward"] for line in lines] == pytest.approx(expected)
     assert all("reward" not in line["components"]["shout"] for line in lines)  # no head, no r_k
     assert [line["key"] for line in lines] == ["a", "b"] and lines[1]["output"] == {"loud": "TELMAH ETORW OHW"}
+
+
+def test_single_llm_traces_its_one_call_per_example(tmp_path):
+    from fakes import ScriptedLM
+
+    from optimas_cli.methods.base import MethodOutcome
+    from optimas_cli.methods.single_llm import SingleLLM
+    from optimas_cli.system import Metric, Pipeline, SingleLLMTask, Splits
+
+    system = CompoundSystem([Answer()], inputs=("question",), outputs=("answer",))
+    rows = [{"id": "a", "question": "two plus two", "gold": "4"}, {"id": "b", "question": "one plus one", "gold": "2"}]
+    task = SingleLLMTask(prompt=lambda ex: [{"role": "user", "content": ex["question"]}],
+                         parse=lambda text: {"answer": text.strip()})
+    pipeline = Pipeline("arith", system, Splits(rows, rows, rows),
+                        Metric("exact", lambda ex, out: float(out["answer"] == ex["gold"])), single_llm=task)
+    sink = TraceSink(tmp_path / PREDICTIONS)
+    ctx = RunContext(ledger=RunLedger(1), lm=ScriptedLM(" 4 "), phase="test", traces=sink)
+    summary = SingleLLM().evaluate(pipeline, MethodOutcome(system.default_config()), rows, ctx, 2)
+    lines = read_predictions(tmp_path / PREDICTIONS)
+    assert summary["mean"] == 0.5 and len(lines) == 4 and {line["repeat"] for line in lines} == {0, 1}
+    first = lines[0]
+    assert first["components"]["single_llm"]["inputs"]["prompt"] == [{"role": "user", "content": "two plus two"}]
+    assert first["output"] == {"answer": "4", "raw": " 4 "} and first["score"] == 1.0
+    assert first["gold"] == {"id": "a", "gold": "4"} and lines[1]["score"] == 0.0
+
+
+def test_optimas_eval_writes_traces_too(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.run([sys.executable, "-m", "optimas_cli.cli", "eval", "pipeline=toy_hint", "repeats=1",
+                           f"hydra.run.dir={tmp_path / 'eval'}"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = read_predictions(tmp_path / "eval" / PREDICTIONS)
+    results = json.loads((tmp_path / "eval" / "results.json").read_text())
+    assert {line["split"] for line in lines} == {"test"} and len(lines) == results["test"]["n"]
+    assert statistics.fmean(line["score"] for line in lines) == pytest.approx(results["test"]["mean"])
