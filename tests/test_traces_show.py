@@ -154,6 +154,12 @@ def test_a_trained_reward_model_adds_r_k_to_each_component_it_has_a_head_for(tmp
     assert [line["components"]["answer"]["reward"] for line in lines] == pytest.approx(expected)
     assert all("reward" not in line["components"]["shout"] for line in lines)  # no head, no r_k
     assert [line["key"] for line in lines] == ["a", "b"] and lines[1]["output"] == {"loud": "TELMAH ETORW OHW"}
+    calls = []
+    score = model.score
+    model.score = lambda *args: calls.append(args) or score(*args)
+    sink.write_trajectories(system, trajs, [1.0, 0.0], "test", 1)  # a greedy repeat: the same steps again
+    again = read_predictions(tmp_path / PREDICTIONS)[2:]
+    assert calls == [] and [line["components"]["answer"]["reward"] for line in again] == pytest.approx(expected)
 
 
 def test_single_llm_traces_its_one_call_per_example(tmp_path):

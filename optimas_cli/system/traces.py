@@ -37,6 +37,7 @@ class TraceSink:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_bytes(gzip.compress(b""))
         self.reward_model = reward_model
+        self._rewards: dict[tuple[str, str], float] = {}  # greedy repeats repeat their steps: score each once
 
     def write(self, records: Iterable[dict]) -> None:
         data = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
@@ -80,9 +81,13 @@ class TraceSink:
             if name not in getattr(model, "head_index", {}):
                 continue  # no head: nothing scores this component's outputs
             where = [s[name] for s in steps if name in s and not s[name].get("skipped")]
-            values = model.score(name, [w["inputs"] for w in where], [w["outputs"] for w in where])
-            for w, value in zip(where, values, strict=True):
-                w["reward"] = float(value)
+            keys = [(name, json.dumps([w["inputs"], w["outputs"]], sort_keys=True, default=str)) for w in where]
+            new = {k: w for k, w in zip(keys, where, strict=True) if k not in self._rewards}
+            if new:
+                values = model.score(name, [w["inputs"] for w in new.values()], [w["outputs"] for w in new.values()])
+                self._rewards.update(zip(new, map(float, values), strict=True))
+            for key, w in zip(keys, where, strict=True):
+                w["reward"] = self._rewards[key]
 
 
 def _head(example: dict, inputs: Sequence[str], split: str, repeat: int, index: int) -> dict:
