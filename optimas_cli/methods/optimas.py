@@ -102,7 +102,9 @@ def _pct(x) -> str:
 
 def _report_iteration(entry: dict, runs: float) -> None:
     verdict = "[green]accepted[/]" if entry["accepted"] else "[dim]rejected[/]"
+    gate = entry.get("gate")  # the per-example evidence behind the decision
+    evidence = f" · Δ/example {gate['delta']:+.3f} [{gate['ci_low']:+.3f}, {gate['ci_high']:+.3f}]" if gate else ""
     console.print(
         f"  iter {entry['iteration']:>3} · {entry['component']:<22} · val {entry['val_before']:.3f}"
-        f" → {entry.get('val_candidate', entry['val_before']):.3f} {verdict} · runs {runs:.1f}"
+        f" → {entry.get('val_candidate', entry['val_before']):.3f} {verdict}{evidence} · runs {runs:.1f}"
     )
