@@ -142,13 +142,13 @@ def plot_gate(runs: list[Run], path: Path) -> Path | None:
             if rejected:
                 ax.scatter(*zip(*rejected, strict=True), s=36, marker="x", color=color, zorder=3)
         ax.axhline(0, color="black", linewidth=0.8)
-        ax.set(title=pipeline, xlabel="iteration", ylabel="validation Δ per example")
+        last = max(p[0] for run in members for p in gate_points(run))
+        ax.set(title=pipeline, xlabel="iteration", ylabel="validation Δ per example", xlim=(0.5, last + 0.5))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=7, framealpha=0.5)
         ax.grid(alpha=0.3)
-    fig.suptitle("Validation gate per iteration: candidate minus current, mean per-example Δ and its CI\n"
-                 "(dot: accepted; x: rejected; the paired gate accepts only when the bar's low end is above 0)",
-                 fontsize=10)
+    fig.suptitle("Validation gate: candidate minus current,\nmean per-example Δ and its one-sided CI\n"
+                 "(dot: accepted; x: rejected; paired accepts\nonly when the bar's low end is above 0)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
