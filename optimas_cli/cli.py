@@ -19,6 +19,8 @@ usage:
   optimas train-lrf [key=value ...]   train the local reward functions and report their alignment
   optimas eval [key=value ...]        evaluate a configuration (e.g. config_file=<run>/best_config.json)
   optimas report <run folders>        Table 2/3/4-style reports from finished runs
+  optimas show <run> [<other run>]    per-component summary and examples of a run, or two runs lined up
+                                      (--failed, --component NAME, --limit N, --split test|validation)
   optimas list                        pipelines, methods, LM backends, LRF backbones, budgets
 
 examples:
@@ -136,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         from optimas_cli.report.cli import report_main
 
         return report_main(rest)
+    if command == "show":
+        from optimas_cli.report.show import show_main
+
+        return show_main(rest)
     if command not in HYDRA_TASKS:
         return fail(UserError(f"unknown command {command!r}", "run `optimas --help` to see the commands"))
     try:

@@ -34,7 +34,7 @@ def test_optimas_runs_on_pubmedqa(tmp_path, monkeypatch):
     assert report["n_pairs"] > 0 and report["mean_pairwise_accuracy"] is not None
     assert (folder.file("lrf") / "config.json").exists() and folder.file("pairs.jsonl").exists()
     state = json.loads(folder.file("loop_state.json").read_text())
-    assert state.iteration == cfg.budget.iterations
+    assert state["iteration"] == cfg.budget.iterations
     phases = ctx.ledger.to_dict()["by_phase"]
     assert phases["lrf_collection"]["runs"] > 0 and phases["validation"]["runs"] > 0
     result = method.evaluate(pipeline, outcome, splits.test, ctx, repeats=1)

@@ -19,10 +19,12 @@ import pytest
 from optimas_cli.cli import main as cli_main
 from optimas_cli.report.runs import Run
 from optimas_cli.report.variants import labels
+from optimas_cli.system.traces import PREDICTIONS, TraceSink, read_predictions
 
 
 def optimas(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}  # this checkout's optimas_cli
     return subprocess.run([sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -75,6 +77,17 @@ def runs(tmp_path_factory) -> Path:
     }
     for name, results in fakes.items():
         write(root / "fake" / name, "results.json", json.dumps(results))
+    # Two seeds of an ablation whose traces gain a constant 0.01 / 0.03 per test example over Unoptimized.
+    unoptimized = root / "sweep" / "0-toy_hint-unoptimized"
+    for seed, shift in ((0, 0.01), (1, 0.03)):
+        results = fake_optimas(base, seed=seed, mean=base["test"]["mean"] + shift, method="global_reward")
+        results["test"]["scores"] = [results["test"]["mean"]] * 3
+        del results["lrf"]
+        write(root / "fake" / f"global-seed{seed}", "results.json", json.dumps(results))
+        lines = read_predictions(unoptimized / PREDICTIONS)
+        for line in lines:
+            line["score"] += shift
+        TraceSink(root / "fake" / f"global-seed{seed}" / PREDICTIONS).write(lines)
     lrf_only = {k: v for k, v in fakes["optimas-seed0"].items() if k not in ("test", "validation", "history")}
     lrf_only.update(method="train-lrf", pipeline="toy_hint")
     lrf_only["config"] = {**lrf_only["config"], "lrf": {**lrf_only["config"]["lrf"], "name": "other_backbone"}}
@@ -125,7 +138,8 @@ def test_ablation_values_get_their_own_columns(runs):
 def test_markdown_bolds_the_best_of_each_row(runs):
     line = next(x for x in (runs / "report" / "report.md").read_text().splitlines() if x.startswith("| toy_hint |"))
     assert "**0.5500 ± 0.0500 (×2)**" in line
-    assert "| 0.4200 ± 0.0000 |" in line  # the unoptimized baseline, not bold
+    assert "| 0.4200 [" in line and "| **0.4200" not in line  # the unoptimized baseline with its CI, not bold
+    assert "| 0.4400 [0.3100, 0.5750]† (×2) |" in line  # the ablation: a paired gain that excludes 0
     assert "+31.0% vs Unoptimized" in line
 
 
@@ -210,3 +224,47 @@ def test_validation_plot_points_come_from_the_history(tmp_path):
     run = Run(folder=tmp_path / "run", results={"history": history, "splits": {"val": 5}})
     assert validation_curve(run) == ([0, 1, 2, 3], pytest.approx([0.42, 0.42, 0.52, 0.52]), "mean")
     assert rejected_points(run) == [(1, pytest.approx(0.38))]  # iteration 3 kept its value: nothing validated
+
+
+def test_paired_table_gives_cis_effective_repeats_and_the_gain_over_unoptimized(runs):
+    rows = {(r["pipeline"], r["method"], r["variant"]): r for r in read_csv(runs / "report" / "table2_paired.csv")}
+    base = rows[("toy_hint", "unoptimized", "")]
+    traced = read_predictions(runs / "sweep" / "0-toy_hint-unoptimized" / PREDICTIONS)
+    per_example = [r["score"] for r in traced if r["split"] == "test" and r["repeat"] == 0]
+    assert float(base["mean"]) == pytest.approx(statistics.fmean(per_example))
+    assert float(base["ci_low"]) < float(base["mean"]) < float(base["ci_high"])
+    # greedy toy: the 3 test repeats gave the same outputs, so they are 1 effective repeat
+    assert (base["repeats"], base["effective_repeats"], base["delta"]) == ("3", "1", "")
+    ablation = rows[("toy_hint", "global_reward", "")]
+    assert ablation["runs"] == "2" and ablation["examples"] == base["examples"] == str(len(per_example))
+    # seeds gained 0.01 and 0.03 on every example: the paired difference is exactly their mean
+    assert [float(ablation[k]) for k in ("delta", "delta_low", "delta_high")] == pytest.approx([0.02] * 3)
+    assert ablation["delta_excludes_zero"] == "True"
+    text = (runs / "report" / "report.md").read_text()
+    assert "| toy_hint | Global reward | 2 | 5 | 6 (2 effective) | 0.4400 |" in text
+    assert "| +0.0200 | [+0.0200, +0.0200] † |" in text
+
+
+def test_runs_without_traces_report_ci_as_na_with_the_reason(runs):
+    rows = {(r["pipeline"], r["method"], r["variant"]): r for r in read_csv(runs / "report" / "table2_paired.csv")}
+    old = rows[("toy_hint", "optimas", "")]
+    assert old["ci_low"] == old["delta"] == ""
+    assert old["note"] == "CI n/a: 2 of 2 runs: no predictions.jsonl.gz (a run from before per-example traces)"
+    line = next(x for x in (runs / "report" / "report.md").read_text().splitlines()
+                if x.startswith("| toy_hint | Optimas |"))
+    assert "| n/a | n/a | n/a |" in line and "no predictions.jsonl.gz" in line
+
+
+def test_gate_plot_shows_each_decision_with_its_delta_and_ci(tmp_path):
+    from optimas_cli.report.plots import gate_points, plot_gate
+
+    history = fake_optimas({"config": {}}, seed=0, mean=0.8)["history"]
+    history[0]["gate"] = {"rule": "paired", "alpha": 0.1, "accepted": False, "delta": -0.04, "ci_low": -0.1,
+                          "ci_high": 0.02, "n": 5}
+    history[1]["gate"] = {"rule": "paired", "alpha": 0.1, "accepted": True, "delta": 0.1, "ci_low": 0.04,
+                          "ci_high": 0.16, "n": 5}
+    run = Run(folder=tmp_path / "run", results={"pipeline": "p", "method": "optimas", "history": history})
+    assert gate_points(run) == [(1, -0.04, -0.1, 0.02, False), (2, 0.1, 0.04, 0.16, True)]  # 3: nothing judged
+    path = plot_gate([run], tmp_path / "gate.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot_gate([Run(tmp_path, {"pipeline": "p", "method": "m", "history": []})], tmp_path / "none.png") is None

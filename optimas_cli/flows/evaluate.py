@@ -4,7 +4,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 from rich.console import Console
 
-from optimas_cli.flows.run import ledger_summary
+from optimas_cli.flows.run import ledger_summary, trace_sink
 from optimas_cli.flows.setup import (
     budget_splits,
     build_budget,
@@ -30,7 +30,8 @@ def evaluate_config(cfg: DictConfig, folder: RunFolder, console: Console) -> dic
         ctx = ctx.replace(lrf=LocalRewardModel.load(cfg.lrf_dir))
     console.print(f"[bold]{pipeline.name}[/] · evaluating {cfg.config_file or 'the initial configuration'}")
     with ctx.ledger.timed("test"):
-        test = evaluate(pipeline, config, splits.test, ctx.replace(phase="test"), int(cfg.repeats))
+        test = evaluate(pipeline, config, splits.test,
+                        ctx.replace(phase="test", traces=trace_sink(folder, ctx.lrf)), int(cfg.repeats))
     results = {
         "pipeline": pipeline.name,
         "method": "eval",

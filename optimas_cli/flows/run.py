@@ -16,6 +16,7 @@ from optimas_cli.flows.setup import (
     seed_everything,
 )
 from optimas_cli.system.run_folder import RunFolder
+from optimas_cli.system.traces import PREDICTIONS, TraceSink
 
 log = logging.getLogger("optimas")
 
@@ -34,10 +35,11 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
         outcome = method.optimize(pipeline, splits, ctx.replace(phase="optimize"), folder)
     outcome.config.save(folder.file("best_config.json"))
 
+    ectx = ctx.replace(traces=trace_sink(folder, outcome.lrf))
     with ctx.ledger.timed("final_validation"):
-        validation = method.evaluate(pipeline, outcome, splits.val, ctx.replace(phase="final_validation"), 1)
+        validation = method.evaluate(pipeline, outcome, splits.val, ectx.replace(phase="final_validation"), 1)
     with ctx.ledger.timed("test"):
-        test = method.evaluate(pipeline, outcome, splits.test, ctx.replace(phase="test"), int(cfg.repeats))
+        test = method.evaluate(pipeline, outcome, splits.test, ectx.replace(phase="test"), int(cfg.repeats))
 
     results = {
         "pipeline": pipeline.name,
@@ -55,6 +57,13 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     }
     folder.write_json("results.json", results)
     return results
+
+
+def trace_sink(folder: RunFolder, lrf) -> TraceSink:
+    """predictions.jsonl.gz for this run; a trained local reward model adds r_k to every step (blame in `optimas show`)."""
+    from optimas_cli.lrf.model import LocalRewardModel
+
+    return TraceSink(folder.file(PREDICTIONS), reward_model=lrf if isinstance(lrf, LocalRewardModel) else None)
 
 
 def ledger_summary(ctx) -> dict:

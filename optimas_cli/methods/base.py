@@ -46,5 +46,7 @@ class Method:
         verdict = "[green]accepted[/]" if entry.accepted else "[dim]rejected[/]"
         candidate = entry.val_before if entry.val_candidate is None else entry.val_candidate
         changed = entry.component if isinstance(entry.component, str) else ", ".join(entry.component or ["-"])
+        gate = entry.gate  # the per-example evidence behind the decision, where a gate recorded it
+        evidence = f" · Δ/example {gate['delta']:+.3f} [{gate['ci_low']:+.3f}, {gate['ci_high']:+.3f}]" if gate else ""
         self.console.print(f"  iter {entry.iteration:>3} · {changed:<22} · val {entry.val_before:.3f}"
-                           f" → {candidate:.3f} {verdict} · runs {entry.runs_so_far:.1f}")
+                           f" → {candidate:.3f} {verdict}{evidence} · runs {entry.runs_so_far:.1f}")

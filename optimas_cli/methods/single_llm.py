@@ -19,8 +19,14 @@ class SingleLLM(Method):
         per_repeat = []
         for r in range(repeats):
             rctx = ctx.replace(sample_index=ctx.sample_index + r)
-            texts = rctx.complete("single_llm", [task.prompt(ex) for ex in examples], max_tokens=task.max_tokens)
-            scores = pipeline.metric.many(examples, [task.parse(text) for text in texts])
+            prompts = [task.prompt(ex) for ex in examples]
+            texts = rctx.complete("single_llm", prompts, max_tokens=task.max_tokens)
+            answers = [task.parse(text) for text in texts]
+            scores = pipeline.metric.many(examples, answers)
+            if ctx.traces is not None:
+                ctx.traces.write_outputs(examples, pipeline.system.inputs, "single_llm", prompts,
+                                         [{**a, "raw": t} for a, t in zip(answers, texts, strict=True)],
+                                         scores, ctx.phase, r)
             ctx.ledger.record("single_llm", len(examples) * len(pipeline.system), ctx.phase)  # one call ~ one run
             per_repeat.append(statistics.fmean(scores) if scores else 0.0)
         return summarize(per_repeat, len(examples))

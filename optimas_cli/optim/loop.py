@@ -15,6 +15,7 @@ import numpy as np
 
 from optimas_cli.errors import UserError
 from optimas_cli.optim import optimize_component
+from optimas_cli.optim.gate import ValidationGate
 from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.optim.scheduler import ComponentScheduler
 from optimas_cli.optim.settings import ChoiceSettings, WeightsSettings, typed
@@ -35,10 +36,12 @@ class LoopSettings:
     scheduler: str = "uniform"
     optimizer: dict | None = None  # per-kind settings handed to the local optimizers
     seed: int = 0
+    gate: str = "strict"  # ValidationGate rule: strict (the paper) | paired
+    gate_alpha: float = 0.1
 
     @classmethod
     def from_budget(cls, budget: Budget, scheduler: str, optimizer: dict | None, seed: int,
-                    work_dir: str) -> LoopSettings:
+                    work_dir: str, gate: str = "strict", gate_alpha: float = 0.1) -> LoopSettings:
         """The loop's sizes come from the budget: T iterations, the search sample, and Table 7's
         prompt candidates x steps for the prompt optimizer (unless its own settings say otherwise)."""
         opt = {k: dict(v or {}) for k, v in (optimizer or {}).items()}
@@ -56,8 +59,9 @@ class LoopSettings:
         # Checked now, so a mistyped key fails at start-up rather than at the first iteration of its kind.
         opt["choice"] = typed(ChoiceSettings, opt["choice"], "optimizer.choice")
         opt["weights"] = typed(WeightsSettings, opt["weights"], "optimizer.weights")
+        ValidationGate(gate, gate_alpha)  # a bad rule or level fails here, before anything is spent
         return cls(iterations=budget.iterations, search_size=budget.search_size, scheduler=scheduler,
-                   optimizer=opt, seed=seed)
+                   optimizer=opt, seed=seed, gate=gate, gate_alpha=float(gate_alpha))
 
 
 class OptimasLoop:
@@ -91,6 +95,7 @@ class OptimasLoop:
         self.adapt, self.save_lrf, self.on_iteration = adapt, save_lrf, on_iteration
         optimizable = [n for n in self.system.order if self.system.components[n].kind.value != "none"]
         self.scheduler = ComponentScheduler(optimizable, settings.scheduler)
+        self.gate = ValidationGate(settings.gate, settings.gate_alpha, seed=settings.seed)
 
     # -- state ----------------------------------------------------------------------------------
     def _load_or_start(self) -> tuple[int, SystemConfig, list[HistoryEntry], np.random.Generator]:
@@ -113,8 +118,9 @@ class OptimasLoop:
         )
         self.folder.save_accounts(self.ctx)
 
-    def _validate(self, trajs: list[Trajectory]) -> float:
-        return float(sum(rewards(self.pipeline, trajs)))
+    def _validate(self, trajs: list[Trajectory]) -> list[float]:
+        """Per-example validation rewards: the gate compares them example by example."""
+        return rewards(self.pipeline, trajs)
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> tuple[SystemConfig, list[HistoryEntry]]:
@@ -125,7 +131,8 @@ class OptimasLoop:
         # the search sample's cached inputs feed the local optimizers.
         with self.ctx.ledger.timed("validation"):
             val_trajs = self.system.run(self.val, config, vctx)
-            val_total = self._validate(val_trajs)
+            val_scores = self._validate(val_trajs)
+        self.gate.log_detectable(val_scores)
         with self.ctx.ledger.timed("local_optimization"):
             search = self.system.run(self.train[: self.settings.search_size], config, octx)
         self._observe(search, config)
@@ -143,21 +150,25 @@ class OptimasLoop:
             entry = HistoryEntry(
                 iteration=t + 1, component=name, kind=component.kind.value, proposal=proposal.value,
                 local_score=proposal.local_score, baseline_local_score=proposal.baseline_score,
-                val_before=val_total, val_after=val_total, accepted=False, runs_so_far=0.0, n=len(self.val),
+                val_before=sum(val_scores), val_after=sum(val_scores), accepted=False, runs_so_far=0.0,
+                n=len(self.val),
             )
             if proposal.value != config[name]:
                 candidate = config.replace(name, proposal.value)
                 with self.ctx.ledger.timed("validation"):
                     cand_trajs = self.system.run_from(name, val_trajs, candidate, vctx)
-                    cand_total = self._validate(cand_trajs)
-                entry.val_candidate = cand_total
-                if cand_total > val_total:  # strictly higher: ties and losses are rejected
-                    config, val_trajs, val_total = candidate, cand_trajs, cand_total
+                    cand_scores = self._validate(cand_trajs)
+                entry.val_candidate = sum(cand_scores)
+                decision = self.gate.decide(val_scores, cand_scores)  # strict (the paper) or paired
+                entry.gate = decision.to_dict()
+                if decision.accepted:
+                    config, val_trajs, val_scores = candidate, cand_trajs, cand_scores
                     search = self.system.run_from(name, search, config, octx)
                     self._observe(search, config)
-                    entry.accepted, entry.val_after = True, cand_total
+                    entry.accepted, entry.val_after = True, sum(cand_scores)
                     if self.adapt is not None:
-                        val_trajs, val_total, search = self._adapt(config, val_trajs, val_total, search, entry, vctx, octx)
+                        val_trajs, val_scores, search = self._adapt(config, val_trajs, val_scores, search, entry,
+                                                                    vctx, octx)
             else:
                 entry.note = "the local optimizer kept the current value"
             entry.runs_so_far = round(self.ctx.ledger.equivalent_runs(), 2)
@@ -173,7 +184,7 @@ class OptimasLoop:
         if hasattr(self.lrf, "observe"):
             self.lrf.observe(search, config)
 
-    def _adapt(self, config, val_trajs, val_total, search, entry, vctx, octx):
+    def _adapt(self, config, val_trajs, val_scores, search, entry, vctx, octx):
         """Stage 2 after an accepted update, under the gate like any other change.
 
         An adapted LRF changes what per-instance {"route": "lrf"} choices pick, so the routes are
@@ -186,16 +197,16 @@ class OptimasLoop:
         if routed:
             with self.ctx.ledger.timed("validation"):
                 trajs = self.system.run_changed(routed, val_trajs, config, vctx)
-                adapted_total = self._validate(trajs)
-            entry.details["val_after_adaptation"] = adapted_total
-            if adapted_total < val_total and before is not None:
+                adapted = self._validate(trajs)
+            entry.details["val_after_adaptation"] = sum(adapted)
+            if sum(adapted) < sum(val_scores) and before is not None:
                 self.lrf.load_state_dict(before)
                 entry.details["adaptation"] = "reverted: the adapted routes lowered validation"
-                return val_trajs, val_total, search
+                return val_trajs, val_scores, search
             entry.details["adaptation"] = "kept"
-            val_trajs, val_total, entry.val_after = trajs, adapted_total, adapted_total
+            val_trajs, val_scores, entry.val_after = trajs, adapted, sum(adapted)
             search = self.system.run_changed(routed, search, config, octx)
             self._observe(search, config)
         if self.save_lrf is not None:
             self.save_lrf()
-        return val_trajs, val_total, search
+        return val_trajs, val_scores, search

@@ -54,7 +54,8 @@ def write_report(found: RunSet, out: Path) -> str:
     sources = (f"Source: {len(runs)} run(s) under {', '.join(found.sources)}"
                + (f"; {len(found.problems)} left out (listed below)" if found.problems else "")
                + "; every run is listed in runs.csv.")
-    made = [paper_tables.table2(runs, sources), paper_tables.table3(runs, sources), paper_tables.table4(runs, sources)]
+    made = [paper_tables.table2(runs, sources), paper_tables.table2_paired(runs, sources),
+            paper_tables.table3(runs, sources), paper_tables.table4(runs, sources)]
     for table in made:
         write_csv(out / f"{table.name}.csv", table.csv_headers, table.csv_rows)
     write_csv(out / "table4_components.csv", *paper_tables.component_rows(runs))
@@ -64,6 +65,7 @@ def write_report(found: RunSet, out: Path) -> str:
     images = [
         ("Validation reward per iteration", plots.plot_validation(runs, out / "plots" / "validation_reward.png")),
         ("Test score vs system runs spent", plots.plot_accuracy_vs_runs(runs, out / "plots" / "accuracy_vs_runs.png")),
+        ("Validation gate decisions (Δ and CI per iteration)", plots.plot_gate(runs, out / "plots" / "gate_decisions.png")),
     ]
     parts = ["# Optimas report", "", f"{len(runs)} run(s) from {', '.join(found.sources)}.", ""]
     parts += [markdown(t) for t in made]

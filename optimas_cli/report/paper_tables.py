@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from optimas_cli.report.evidence import BASELINE, CellEvidence, cell_evidence
 from optimas_cli.report.formatting import Summary, Table, compact, number, percent, with_count
 from optimas_cli.report.runs import Run
 from optimas_cli.report.variants import natural_key
@@ -46,14 +47,16 @@ def table2(runs: list[Run], sources: str) -> Table:
     table = Table("table2", "Table 2 · test score per pipeline and method",
                   ["Pipeline", "Metric", *[method_label(m, v) for m, v in columns], "Optimas Δ"], left=2,
                   csv_headers=["pipeline", "metric", "method", "variant", "runs", "mean", "std",
-                               "optimas_vs_best_baseline_pct", "best_baseline"])
+                               "optimas_vs_best_baseline_pct", "best_baseline", "ci_low", "ci_high",
+                               "delta_vs_unoptimized", "delta_low", "delta_high", "ci_note"])
     for i, pipeline in enumerate(pipelines):
         summaries = {c: test_summary(cells[(pipeline, *c)]) for c in columns if (pipeline, *c) in cells}
+        evidence = pipeline_evidence(cells, pipeline, columns)
         metric = next(r.results["metric"] for r in scored if r.pipeline == pipeline)
         row = [pipeline, str(metric)]
         for c in columns:
             s = summaries.get(c)
-            row.append("—" if s is None else with_count(f"{number(s.mean)} ± {number(s.std)}", s.count))
+            row.append("—" if s is None else with_count(cell_text(s, evidence[c], cells[(pipeline, *c)]), s.count))
         gain, best_base, best_optimas = _improvement(summaries)
         row.append("—" if gain is None else f"{gain:+.1f}% vs {method_label(*best_base)}"
                    + (f" ({method_label(*best_optimas)})" if sum(m == "optimas" for m, _ in summaries) > 1 else ""))
@@ -62,16 +65,89 @@ def table2(runs: list[Run], sources: str) -> Table:
             top = max(s.mean for s in summaries.values())
             table.bold |= {(i, 2 + j) for j, c in enumerate(columns) if c in summaries and summaries[c].mean == top}
         for c, s in summaries.items():
+            ev = evidence[c]
             table.csv_rows.append([pipeline, metric, c[0], c[1], s.count, s.mean, s.std,
                                    gain if c == best_optimas else None,
-                                   method_label(*best_base) if c == best_optimas and best_base else None])
+                                   method_label(*best_base) if c == best_optimas and best_base else None,
+                                   *((ev.ci.low, ev.ci.high) if ev.ci else (None, None)),
+                                   *((ev.paired.estimate, ev.paired.low, ev.paired.high) if ev.paired else (None,) * 3),
+                                   ev.reason])
     table.footnote = (
-        "Test-split score, higher is better. A cell is mean ± std over the test repeats (fresh LM samples) of "
-        "one run; (×n) marks n runs averaged, and ± is then the std of their means. Bold: best in the row. "
+        "Test-split score, higher is better. A cell is the mean and its 95% bootstrap CI [low, high] over the "
+        "test examples (and over the runs, when (×n) runs of one pipeline x method are averaged); †: the paired "
+        "difference with Unoptimized on the same examples has a 95% CI that excludes 0 (see the paired table). "
+        "Runs without per-example traces show mean ± std over their test repeats (or over the runs' means) "
+        "instead, and identical repeats (greedy decoding) are said to be identical. Bold: best in the row. "
         "Optimas Δ: Optimas relative to the best baseline of the row (Unoptimized, Single LLM, LLMSelector, "
         f"DSPy, TextGrad, HBC). {sources}"
     )
     return table
+
+
+def pipeline_evidence(cells: dict[tuple, list[Run]], pipeline: str, columns: list[tuple]) -> dict[tuple, CellEvidence]:
+    """CI and paired comparison with Unoptimized for each of the pipeline's cells."""
+    baselines = [c for c in columns if c[0] == BASELINE and (pipeline, *c) in cells]
+    baseline = cells[(pipeline, *baselines[0])] if len(baselines) == 1 else None
+    return {c: cell_evidence(cells[(pipeline, *c)], baseline) for c in columns if (pipeline, *c) in cells}
+
+
+def cell_text(s: Summary, ev: CellEvidence, members: list[Run]) -> str:
+    if ev.ci is not None:
+        mark = "†" if ev.paired is not None and ev.paired.excludes_zero else ""
+        return f"{number(s.mean)} [{number(ev.ci.low)}, {number(ev.ci.high)}]{mark}"
+    repeats = members[0].results["test"]["scores"]
+    if s.count == 1 and len(repeats) > 1 and len(set(repeats)) == 1:
+        return f"{number(s.mean)} ({len(repeats)} identical repeats)"
+    return f"{number(s.mean)} ± {number(s.std)}"
+
+
+def table2_paired(runs: list[Run], sources: str) -> Table:
+    """Table 2's evidence: CI per cell, effective repeats, and the paired difference with Unoptimized."""
+    scored = [r for r in runs if r.kind == "run"]
+    cells = _group(scored, lambda r: (r.pipeline, r.method, r.variant))
+    table = Table("table2_paired", "Table 2 · confidence and paired comparison with Unoptimized",
+                  ["Pipeline", "Method", "Runs", "Examples", "Repeats", "Mean", "95% CI", "Δ vs Unoptimized",
+                   "Δ 95% CI", "Note"], left=2,
+                  csv_headers=["pipeline", "method", "variant", "runs", "examples", "repeats", "effective_repeats",
+                               "mean", "ci_low", "ci_high", "delta", "delta_low", "delta_high", "delta_excludes_zero",
+                               "paired_examples", "note"])
+    for pipeline in sorted({p for p, _, _ in cells}):
+        columns = sorted({(m, v) for p, m, v in cells if p == pipeline}, key=lambda c: method_key(*c))
+        evidence = pipeline_evidence(cells, pipeline, columns)
+        for c in columns:
+            members, ev = cells[(pipeline, *c)], evidence[c]
+            mean = test_summary(members).mean
+            ci = ev.ci
+            paired = ev.paired
+            table.rows.append([
+                pipeline, method_label(*c), str(len(members)), str(ev.examples) if ci else "n/a",
+                _repeats(ev) if ci else "n/a", number(mean),
+                f"[{number(ci.low)}, {number(ci.high)}]" if ci else "n/a",
+                "—" if c[0] == BASELINE else (f"{paired.estimate:+.4f}" if paired else "n/a"),
+                "—" if c[0] == BASELINE else (f"[{paired.low:+.4f}, {paired.high:+.4f}]"
+                                              + (" †" if paired.excludes_zero else "") if paired else "n/a"),
+                ev.reason or "",
+            ])
+            table.csv_rows.append([pipeline, c[0], c[1], len(members), ev.examples if ci else None,
+                                   ev.repeats if ci else None, ev.effective, mean,
+                                   *((ci.low, ci.high) if ci else (None, None)),
+                                   *((paired.estimate, paired.low, paired.high, paired.excludes_zero) if paired
+                                     else (None,) * 4), ev.paired_n or None, ev.reason])
+    table.footnote = (
+        "95% CI: percentile bootstrap over the test examples (each example's score averaged over its repeats), "
+        "and over the runs when several seeds are averaged. Δ: the method's per-example score minus "
+        "Unoptimized's on the examples both scored, with its paired-bootstrap 95% CI; †: the CI excludes 0, "
+        "a difference the test set can tell from noise. Repeats: test repeats summed over runs, and how many "
+        "of them were distinct (greedy decoding repeats the same outputs: 1 effective repeat per run). "
+        f"n/a: the run has no per-example traces (predictions.jsonl.gz), the reason is in Note. {sources}"
+    )
+    return table
+
+
+def _repeats(ev: CellEvidence) -> str:
+    if ev.effective == ev.repeats:
+        return str(ev.repeats)
+    return f"{ev.repeats} ({ev.effective} effective)"
 
 
 def _improvement(summaries: dict[tuple, Summary]):

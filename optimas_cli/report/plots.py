@@ -110,3 +110,50 @@ def plot_accuracy_vs_runs(runs: list[Run], path: Path) -> Path | None:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def gate_points(run: Run) -> list[tuple[int, float, float, float, bool]]:
+    """(iteration, Δ, CI low, CI high, accepted) for every history entry the gate judged."""
+    return [(int(e.get("iteration", i + 1)), float(g["delta"]), float(g["ci_low"]), float(g["ci_high"]),
+             bool(g["accepted"]))
+            for i, e in enumerate(run.results.get("history") or [])
+            if isinstance(e, dict) and isinstance(g := e.get("gate"), dict)]
+
+
+def plot_gate(runs: list[Run], path: Path) -> Path | None:
+    """Each gate decision: the candidate's mean per-example validation gain over the current
+    configuration, with its one-sided CI (the paired gate accepts when the low end is above 0)."""
+    judged = [r for r in runs if gate_points(r)]
+    if not judged:
+        return None
+    groups = _by_pipeline(judged)
+    fig, axes = _grid(len(groups))
+    for ax, (pipeline, members) in zip(axes, groups.items(), strict=False):
+        width = 0.6 / len(members)
+        for j, run in enumerate(members):
+            points = gate_points(run)
+            xs = [p[0] + (j - (len(members) - 1) / 2) * width for p in points]
+            ys = [p[1] for p in points]
+            errs = [[p[1] - p[2] for p in points], [p[3] - p[1] for p in points]]
+            rules = sorted({e["gate"]["rule"] for e in run.results["history"] if isinstance(e.get("gate"), dict)})
+            line = ax.errorbar(xs, ys, yerr=errs, fmt="none", capsize=3, alpha=0.7,
+                               label=f"{method_label(run.method, run.variant)} · gate {'/'.join(rules)} · {run.folder.name}")
+            color = line.lines[2][0].get_color() if line.lines[2] else None
+            accepted = [(x, y) for x, y, p in zip(xs, ys, points, strict=True) if p[4]]
+            rejected = [(x, y) for x, y, p in zip(xs, ys, points, strict=True) if not p[4]]
+            if accepted:
+                ax.scatter(*zip(*accepted, strict=True), s=36, marker="o", color=color, zorder=3)
+            if rejected:
+                ax.scatter(*zip(*rejected, strict=True), s=36, marker="x", color=color, zorder=3)
+        ax.axhline(0, color="black", linewidth=0.8)
+        last = max(p[0] for run in members for p in gate_points(run))
+        ax.set(title=pipeline, xlabel="iteration", ylabel="validation Δ per example", xlim=(0.5, last + 0.5))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=7, framealpha=0.5)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Validation gate: candidate minus current,\nmean per-example Δ and its one-sided CI\n"
+                 "(dot: accepted; x: rejected; paired accepts\nonly when the bar's low end is above 0)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

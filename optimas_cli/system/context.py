@@ -23,6 +23,7 @@ class RunContext:
     temperature: float | None = None
     sample_index: int = 0
     seed: int = 0
+    traces: Any = None  # optimas_cli.system.traces.TraceSink: evaluations write per-example traces there
 
     def replace(self, **changes: Any) -> RunContext:
         """A copy sharing the same LM, ledger and LRF, with some settings changed."""

@@ -29,9 +29,16 @@ def summarize(scores: Sequence[float], n: int) -> dict:
 def evaluate(
     pipeline: Pipeline, config: SystemConfig, examples: Sequence[dict], ctx: RunContext, repeats: int = 1
 ) -> dict:
-    """Run the system `repeats` times (distinct LM samples each time) and summarize the mean reward."""
+    """Run the system `repeats` times (distinct LM samples each time) and summarize the mean reward.
+
+    With `ctx.traces` (a TraceSink), every example of every repeat is written there, labelled with
+    `ctx.phase` as its split.
+    """
     per_repeat = []
     for r in range(repeats):
         trajs = pipeline.system.run(examples, config, ctx.replace(sample_index=ctx.sample_index + r))
-        per_repeat.append(statistics.fmean(rewards(pipeline, trajs)) if trajs else 0.0)
+        scores = rewards(pipeline, trajs)
+        if ctx.traces is not None:
+            ctx.traces.write_trajectories(pipeline.system, trajs, scores, ctx.phase, r)
+        per_repeat.append(statistics.fmean(scores) if trajs else 0.0)
     return summarize(per_repeat, len(examples))
