@@ -164,6 +164,13 @@ class CompoundSystem:
         todo = [n for n in self.order if n != name and (n in down or any(n not in t.steps for t in trajs))]
         return self._execute(trajs, todo, config, ctx)
 
+    def run_components(
+        self, trajectories: list[Trajectory], names: Sequence[str], config: SystemConfig, ctx: RunContext
+    ) -> list[Trajectory]:
+        """Run the named components, in the order given, on trajectories in place (for samplers that
+        branch a trajectory between two components, like SysDPO's)."""
+        return self._execute(trajectories, names, config, ctx)
+
     def _execute(
         self, trajs: list[Trajectory], names: Sequence[str], config: SystemConfig, ctx: RunContext
     ) -> list[Trajectory]:

@@ -117,19 +117,7 @@ class LocalModel:
 
     # ---- prompts -------------------------------------------------------------------------------
     def render(self, messages: list[dict]) -> str:
-        """The prompt text for a chat: the model's chat template, or the plain turn format for base models."""
-        if self.chat_template:
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        parts = []
-        for message in messages:
-            role, content = message["role"], _text(message.get("content"))
-            if role == "system":
-                parts.append(f"{content}\n")
-            elif role == "assistant":
-                parts.append(f"Assistant: {content}")
-            else:
-                parts.append(f"User: {content}")
-        return "\n".join(parts) + "\nAssistant:"
+        return render_chat(self.tokenizer, messages)
 
     def tokenize(self, prompts: list[str], max_new_tokens: int) -> dict:
         # A chat template already writes its special tokens; a plain prompt needs the tokenizer's BOS.
@@ -247,6 +235,25 @@ class LocalModel:
                                               int(prompt_tokens[row]), count, finish))
             results.append(row_results)
         return results
+
+
+def render_chat(tokenizer, messages: list[dict]) -> str:
+    """The prompt text for a chat: the model's chat template, or the plain turn format for base models.
+
+    Trainers that score completions of the local model's prompts (SysDPO, REINFORCE) render with this too.
+    """
+    if tokenizer.chat_template:
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    parts = []
+    for message in messages:
+        role, content = message["role"], _text(message.get("content"))
+        if role == "system":
+            parts.append(f"{content}\n")
+        elif role == "assistant":
+            parts.append(f"Assistant: {content}")
+        else:
+            parts.append(f"User: {content}")
+    return "\n".join(parts) + "\nAssistant:"
 
 
 def resolve_device(device: str) -> str:
