@@ -33,6 +33,7 @@ class NodePolicies:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         base = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
+        self.max_positions = getattr(base.config, "max_position_embeddings", None) or 4096
         self.nodes = list(adapters)
         fresh = LoraConfig(r=int(lora.get("r", 8)), lora_alpha=int(lora.get("alpha", 16)), lora_dropout=0.0,
                            target_modules="all-linear", task_type="CAUSAL_LM")
@@ -64,6 +65,8 @@ class NodePolicies:
         for prompt, completion in segments:
             prompt_ids = self.tokenizer(prompt, add_special_tokens=special)["input_ids"]
             completion_ids = self.tokenizer(completion, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+            # The local provider keeps a too-long prompt's end (LocalModel.tokenize); so does scoring.
+            prompt_ids = prompt_ids[max(0, len(prompt_ids) + len(completion_ids) - self.max_positions):]
             rows.append(prompt_ids + completion_ids)
             targets.append([0] * len(prompt_ids) + [1] * len(completion_ids))
         width = max(len(r) for r in rows)

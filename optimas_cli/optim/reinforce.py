@@ -29,4 +29,4 @@ def reinforce_step(policies: NodePolicies, optimizer: torch.optim.Optimizer, tra
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    return {"rollouts": len(rewards), "baseline": round(float(reward.mean()), 5), "loss": round(float(loss), 5)}
+    return {"rollouts": len(rewards), "baseline": round(float(reward.mean()), 5), "loss": round(loss.item(), 5)}

@@ -80,6 +80,6 @@ class SysDPOTrainer:
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
-            losses.append(round(float(loss), 5))
+            losses.append(round(loss.item(), 5))
         return {"pairs": len(self.pairs), "losses": losses, "margin_before": round(before, 5),
                 "margin_after": round(self.margin(), 5)}
