@@ -9,6 +9,8 @@ from optimas_cli.methods.dspy_mipro import DSPyMIPRO
 from optimas_cli.methods.global_reward import GlobalReward
 from optimas_cli.methods.hbc import HBC
 from optimas_cli.methods.llmselector import LLMSelector
+from optimas_cli.methods.reinforce import Reinforce
+from optimas_cli.methods.sysdpo import SysDPO
 from optimas_cli.methods.textgrad import TextGrad
 from tests.test_methods_toys import ROOT
 
@@ -23,7 +25,8 @@ def build(method: str, budget: str = "small"):
 
 
 @pytest.mark.parametrize("name, cls", [("global_reward", GlobalReward), ("hbc", HBC), ("dspy", DSPyMIPRO),
-                                       ("textgrad", TextGrad), ("llmselector", LLMSelector)])
+                                       ("textgrad", TextGrad), ("llmselector", LLMSelector),
+                                       ("sysdpo", SysDPO), ("reinforce", Reinforce)])
 def test_each_baseline_config_builds_its_method(name, cls):
     method = build(name)
     assert isinstance(method, cls) and method.name == name
@@ -40,3 +43,10 @@ def test_budget_sizes_reach_the_methods():
     assert loop.budget["iterations"] == small.iterations and loop.adapt_enabled is False
     hbc = build("hbc", "paper")
     assert hbc.budget["search_size"] == 50 and hbc.embedder_cfg["backbone"] == "minilm"
+
+
+def test_weights_methods_read_the_budget_and_their_options():
+    sysdpo = build("sysdpo", "smoke")
+    assert sysdpo.budget["iterations"] == 2 and sysdpo.budget["search_size"] == 4
+    assert (sysdpo.branching.sampling, sysdpo.branching.k, sysdpo.branching.diversity_penalty) == ("dbs", 2, 20.0)
+    assert build("reinforce").rollouts == 4
