@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import pytest
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from optimas_cli.flows.setup import build_budget, build_method
 from optimas_cli.methods.dspy_mipro import DSPyMIPRO
 from optimas_cli.methods.global_reward import GlobalReward
 from optimas_cli.methods.hbc import HBC
 from optimas_cli.methods.llmselector import LLMSelector
+from optimas_cli.methods.reinforce import Reinforce
+from optimas_cli.methods.sysdpo import SysDPO
 from optimas_cli.methods.textgrad import TextGrad
 from tests.test_methods_toys import ROOT
 
@@ -19,11 +21,12 @@ def build(method: str, budget: str = "small"):
         "budget": OmegaConf.load(ROOT / "conf" / "budget" / f"{budget}.yaml"),
         "method": OmegaConf.load(ROOT / "conf" / "method" / f"{method}.yaml"),
     })
-    return instantiate(cfg.method, _convert_="all")
+    return build_method(cfg, build_budget(cfg))
 
 
 @pytest.mark.parametrize("name, cls", [("global_reward", GlobalReward), ("hbc", HBC), ("dspy", DSPyMIPRO),
-                                       ("textgrad", TextGrad), ("llmselector", LLMSelector)])
+                                       ("textgrad", TextGrad), ("llmselector", LLMSelector),
+                                       ("sysdpo", SysDPO), ("reinforce", Reinforce)])
 def test_each_baseline_config_builds_its_method(name, cls):
     method = build(name)
     assert isinstance(method, cls) and method.name == name
@@ -37,6 +40,13 @@ def test_budget_sizes_reach_the_methods():
     selector = build("llmselector")
     assert (selector.rounds, selector.sample_size) == (small.iterations, small.search_size)
     loop = build("global_reward")
-    assert loop.budget["iterations"] == small.iterations and loop.adapt_enabled is False
+    assert loop.budget.iterations == small.iterations and loop.gate == "strict"
     hbc = build("hbc", "paper")
-    assert hbc.budget["search_size"] == 50 and hbc.embedder_cfg["backbone"] == "minilm"
+    assert hbc.budget.search_size == 50 and hbc.embedder_cfg["backbone"] == "minilm"
+
+
+def test_weights_methods_read_the_budget_and_their_options():
+    sysdpo = build("sysdpo", "smoke")
+    assert sysdpo.budget.iterations == 2 and sysdpo.budget.search_size == 4
+    assert (sysdpo.branching.sampling, sysdpo.branching.k, sysdpo.branching.diversity_penalty) == ("dbs", 2, 20.0)
+    assert build("reinforce").rollouts == 4

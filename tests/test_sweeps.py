@@ -66,6 +66,13 @@ def test_llmselector_runs_on_pubmedqa_only():
     assert jobs == [{"pipeline": "pubmedqa", "method": "llmselector"}]
 
 
+def test_weights_methods_run_on_the_pipelines_with_lora_components():
+    jobs, cfg = sweep_jobs("table2_weights")
+    assert sorted((j["pipeline"], j["method"]) for j in jobs) == sorted(
+        itertools.product(["amazon", "collab_chain"], ["sysdpo", "reinforce"]))
+    assert cfg.budget.name == "small"
+
+
 def test_table4_trains_the_lrf_of_every_pipeline():
     jobs, cfg = sweep_jobs("table4")
     assert sorted(j["pipeline"] for j in jobs) == sorted(PIPELINES)

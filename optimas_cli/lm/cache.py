@@ -46,10 +46,12 @@ def call_key(
     sample_offset: int = 0,
     adapter: str | None = None,  # the adapter's content fingerprint, not its path
     api_base: str | None = None,
+    diverse_beam: tuple[int, float] | None = None,  # (groups, diversity penalty) of a diverse beam search
 ) -> str:
     """The cache key of one sample. Greedy decoding is deterministic, so at temperature 0 the seed and
-    sample position do not enter the key and every sample of the same call is the same row."""
-    sampled = temperature > 0
+    sample position do not enter the key and every sample of the same call is the same row. The
+    candidates of one diverse beam search differ by position, so theirs does."""
+    sampled = temperature > 0 and diverse_beam is None
     fields = {
         "model": model,
         "api_base": api_base,
@@ -61,6 +63,8 @@ def call_key(
         "seed": seed if sampled else None,
         "sample": [sample_index, sample_offset] if sampled else None,
     }
+    if diverse_beam is not None:  # only then: every other key stays what it was
+        fields["diverse_beam"] = [int(diverse_beam[0]), float(diverse_beam[1]), sample_offset]
     return hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 

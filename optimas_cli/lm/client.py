@@ -3,7 +3,8 @@
 A component hands over a batch of LMRequests; the client fills in the run's defaults, serves what it
 can from the cache, and sends the rest through `litellm.completion` on a thread pool (concurrent API
 requests, or rows for the local provider's dynamic batcher). Each of n samples is its own call and
-cache row, so samples at temperature > 0 stay distinct and reproducible.
+cache row, so samples at temperature > 0 stay distinct and reproducible. A diverse beam search request
+(`diversity_penalty` set, local models only) produces its n candidates in one call, each cached in its own row.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import logging
 import os
 import random
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -57,10 +58,12 @@ class _Call:
     sample_index: int
     adapter: str | None
     key: str
+    n: int = 1  # samples of the request
+    diversity_penalty: float | None = None  # set: the n samples are one diverse beam search's groups
 
     @property
     def batch_group(self) -> tuple:
-        return (self.model, self.temperature, self.max_tokens, self.stop, self.adapter)
+        return (self.model, self.temperature, self.max_tokens, self.stop, self.adapter, self.diversity_penalty)
 
 
 class LMClient:
@@ -141,15 +144,23 @@ class LMClient:
                 f"a LoRA adapter was requested for {model!r}, but adapters apply only to local models",
                 "use a local/<name> model for weights-kind components",
             )
+        diverse = request.diversity_penalty
+        if diverse is not None and not is_local(model):
+            raise UserError(
+                f"diverse beam search was requested for {model!r}, but it runs only on local models",
+                "sample candidates at a temperature instead (method.sampling=temperature)",
+            )
         self._check_api_key(model)
         fingerprint = adapter_fingerprint(request.adapter) if request.adapter else None
         api_base = None if is_local(model) else self.api_base
+        beam = None if diverse is None else (request.n, float(diverse))
         return [
             _Call(
                 index, offset, model, request.messages, temperature, max_tokens, stop, request.seed,
                 request.sample_index, request.adapter,
                 call_key(model, request.messages, temperature, max_tokens, list(stop), request.seed,
-                         request.sample_index, offset, fingerprint, api_base),
+                         request.sample_index, offset, fingerprint, api_base, beam),
+                request.n, None if diverse is None else float(diverse),
             )
             for offset in range(request.n)
         ]
@@ -178,16 +189,24 @@ class LMClient:
         # Calls with the same settings go out together, and each tells the local provider how many
         # siblings are coming, so its batcher waits for all of them instead of starting with a few.
         calls = sorted(calls, key=lambda c: (repr(c.batch_group), c.index, c.offset))
-        group_sizes = Counter(c.batch_group for c in calls)
-        workers = min(self.concurrency, len(calls))
+        jobs: list[list[_Call]] = [[c] for c in calls if c.diversity_penalty is None]
+        joint: dict[int, list[_Call]] = defaultdict(list)  # a diverse beam search's candidates: one call
+        for c in calls:
+            if c.diversity_penalty is not None:
+                joint[c.index].append(c)
+        jobs += list(joint.values())
+        group_sizes = Counter(job[0].batch_group for job in jobs)
+        workers = min(self.concurrency, len(jobs))
         if workers == 1:
-            return [(c, self._call_with_retries(c, 1)) for c in calls]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lm") as pool:
-            futures = [
-                (c, pool.submit(self._call_with_retries, c, min(group_sizes[c.batch_group], workers)))
-                for c in calls
-            ]
-            return [(c, f.result()) for c, f in futures]
+            done = [(job, self._call_with_retries(job, 1)) for job in jobs]
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lm") as pool:
+                futures = [
+                    (job, pool.submit(self._call_with_retries, job, min(group_sizes[job[0].batch_group], workers)))
+                    for job in jobs
+                ]
+                done = [(job, f.result()) for job, f in futures]
+        return [pair for job, completions in done for pair in zip(job, completions, strict=True)]
 
     def _litellm_arguments(self, call: _Call, batch_hint: int) -> dict:
         kwargs: dict[str, Any] = {
@@ -203,12 +222,15 @@ class LMClient:
             kwargs["stop"] = list(call.stop)
         if is_local(call.model):
             kwargs["seed"] = call.seed
+            if call.diversity_penalty is not None:
+                kwargs["n"] = call.n
             kwargs["extra_body"] = {
                 "sample_index": call.sample_index,
                 "sample_offset": call.offset,
                 "batch_hint": batch_hint,
                 "adapter": call.adapter,
                 "cache_dir": str(self.cache_dir),  # where the provider finds (or converts) the model
+                "diversity_penalty": call.diversity_penalty,
             }
         else:
             if call.temperature > 0 and call.seed is not None:
@@ -222,13 +244,15 @@ class LMClient:
             kwargs["mock_response"] = self.mock_response
         return kwargs
 
-    def _call_with_retries(self, call: _Call, batch_hint: int) -> CachedCompletion:
+    def _call_with_retries(self, job: list[_Call], batch_hint: int) -> list[CachedCompletion]:
+        """One litellm call for the job: a single sample, or the candidates of one diverse beam search."""
+        call = job[0]
         kwargs = self._litellm_arguments(call, batch_hint)
         local = is_local(call.model)
         for attempt in range(self.max_retries + 1):
             try:
                 response = litellm.completion(**kwargs)
-                return self._completion(call, response)
+                return [self._completion(c, response) for c in job]
             except litellm.AuthenticationError as error:
                 variable = self.api_key_env or "the provider's API key variable"
                 raise UserError(f"{call.model!r} rejected the API key ({error.message[:200]})",
@@ -249,7 +273,8 @@ class LMClient:
         raise AssertionError("unreachable")
 
     def _completion(self, call: _Call, response) -> CachedCompletion:
-        choice = response.choices[0]
+        joint = call.diversity_penalty is not None
+        choice = response.choices[call.offset if joint else 0]
         usage = getattr(response, "usage", None)
         cost = 0.0
         if not is_local(call.model):
@@ -257,10 +282,12 @@ class LMClient:
                 cost = float(litellm.completion_cost(completion_response=response) or 0.0)
             except Exception:  # a model missing from litellm's local cost map: cost unknown, not fatal
                 log.debug("no cost information for %s", call.model)
+        # A joint call's usage covers all its candidates: the first one carries it, so totals stay exact.
+        counted = not joint or call.offset == 0
         return CachedCompletion(
             text=choice.message.content or "",
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0) if counted else 0,
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0) if counted else 0,
             cost=cost,
             finish_reason=str(choice.finish_reason or "stop"),
         )

@@ -17,6 +17,9 @@ class LMRequest:
     seed: int | None = None
     sample_index: int = 0  # tells repeated samples at temperature > 0 apart (and in the cache)
     adapter: str | None = None  # LoRA adapter folder on a local model (weights-kind components)
+    # Set: the n completions are the n groups of one diverse beam search with this Hamming penalty
+    # (local models only), not n samples; temperature is then ignored.
+    diversity_penalty: float | None = None
 
 
 @dataclass

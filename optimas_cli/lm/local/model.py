@@ -32,11 +32,16 @@ PLAIN_USER_TURN = "\nUser:"
 
 @dataclass(frozen=True)
 class Decoding:
-    """Settings shared by every row of a batch (rows differ only in prompt and seed)."""
+    """Settings shared by every row of a batch (rows differ only in prompt and seed).
+
+    `beam_groups` > 0 asks for diverse beam search instead: one candidate per group (see diverse_beam.py).
+    """
 
     temperature: float
     max_tokens: int
     stop: tuple[str, ...] = ()
+    beam_groups: int = 0
+    diversity_penalty: float = 0.0
 
 
 @dataclass
@@ -112,19 +117,7 @@ class LocalModel:
 
     # ---- prompts -------------------------------------------------------------------------------
     def render(self, messages: list[dict]) -> str:
-        """The prompt text for a chat: the model's chat template, or the plain turn format for base models."""
-        if self.chat_template:
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        parts = []
-        for message in messages:
-            role, content = message["role"], _text(message.get("content"))
-            if role == "system":
-                parts.append(f"{content}\n")
-            elif role == "assistant":
-                parts.append(f"Assistant: {content}")
-            else:
-                parts.append(f"User: {content}")
-        return "\n".join(parts) + "\nAssistant:"
+        return render_chat(self.tokenizer, messages)
 
     def tokenize(self, prompts: list[str], max_new_tokens: int) -> dict:
         # A chat template already writes its special tokens; a plain prompt needs the tokenizer's BOS.
@@ -212,6 +205,55 @@ class LocalModel:
             finish = "stop" if ended or hit_stop else "length"
             results.append(Generation(text.strip() if not self.chat_template else text, int(prompt_tokens[row]), count, finish))
         return results
+
+
+    @torch.inference_mode()
+    def diverse_generate(self, prompts: list[str], decoding: Decoding, adapter: str | None = None) -> list[list[Generation]]:
+        """`decoding.beam_groups` candidates per prompt by diverse beam search, best first."""
+        from optimas_cli.lm.local.diverse_beam import CausalLMScorer, DiverseBeamSettings, diverse_beam_search
+
+        settings = DiverseBeamSettings(decoding.beam_groups, decoding.diversity_penalty, decoding.max_tokens)
+        encoded = {k: v.to(self.device) for k, v in self.tokenize(prompts, decoding.max_tokens).items()}
+        stops = self.stop_strings(decoding)
+
+        def stopped(tokens: list[int]) -> bool:
+            return bool(stops) and any(s in self.tokenizer.decode(tokens, skip_special_tokens=True) for s in stops)
+
+        with self._adapter_scope(adapter):
+            scorer = CausalLMScorer(self._generator_model, encoded["input_ids"], encoded["attention_mask"],
+                                    settings.groups * settings.beams_per_group)
+            found = diverse_beam_search(scorer, len(prompts), settings, self.eos_ids, stopped)
+        prompt_tokens = encoded["attention_mask"].sum(dim=1).tolist()
+        results = []
+        for row, candidates in enumerate(found):
+            row_results = []
+            for new_ids in candidates:
+                count, ended = completion_length(new_ids, self.eos_ids, None)
+                text, hit_stop = cut_at_stop(self.tokenizer.decode(new_ids[:count], skip_special_tokens=True), stops)
+                finish = "stop" if ended or hit_stop else "length"
+                row_results.append(Generation(text.strip() if not self.chat_template else text,
+                                              int(prompt_tokens[row]), count, finish))
+            results.append(row_results)
+        return results
+
+
+def render_chat(tokenizer, messages: list[dict]) -> str:
+    """The prompt text for a chat: the model's chat template, or the plain turn format for base models.
+
+    Trainers that score completions of the local model's prompts (SysDPO, REINFORCE) render with this too.
+    """
+    if tokenizer.chat_template:
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    parts = []
+    for message in messages:
+        role, content = message["role"], _text(message.get("content"))
+        if role == "system":
+            parts.append(f"{content}\n")
+        elif role == "assistant":
+            parts.append(f"Assistant: {content}")
+        else:
+            parts.append(f"User: {content}")
+    return "\n".join(parts) + "\nAssistant:"
 
 
 def resolve_device(device: str) -> str:

@@ -10,6 +10,8 @@ Extra request fields (besides temperature, max_tokens, stop, seed, n) travel in 
   sample_offset index of the first of the n samples (the client sends samples one by one)
   batch_hint    how many requests the caller is sending at once with these settings
   cache_dir     where shipped models are converted (default: $OPTIMAS_CACHE_DIR or ~/.cache/optimas)
+  diversity_penalty  when set, the n completions come from one diverse beam search with n groups
+                (Hamming penalty of this strength between groups) instead of n samples
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from optimas_cli.lm.sampling import sample_seed
 
 log = logging.getLogger(__name__)
 
-_EXTRA_FIELDS = ("adapter", "sample_index", "sample_offset", "batch_hint", "cache_dir")
+_EXTRA_FIELDS = ("adapter", "sample_index", "sample_offset", "batch_hint", "cache_dir", "diversity_penalty")
 # OpenAI's default when a caller leaves temperature out; our client always sends one.
 _DEFAULT_TEMPERATURE = 1.0
 _DEFAULT_MAX_TOKENS = 256
@@ -97,6 +99,8 @@ class LocalProvider(CustomLLM):
         def run(key, items):
             _fingerprint, decoding = key
             adapter = items[0][2]  # same fingerprint -> same adapter content; any row's path will do
+            if decoding.beam_groups:  # one item per prompt; its result is the list of its candidates
+                return local_model.diverse_generate([p for p, _, _ in items], decoding, adapter)
             return local_model.generate([p for p, _, _ in items], decoding, [s for _, s, _ in items], adapter)
 
         return run
@@ -125,11 +129,17 @@ class LocalProvider(CustomLLM):
 
         local_model = self.model(name, extra.get("cache_dir"))
         prompt = local_model.render(messages)
-        decoding = Decoding(temperature=max(temperature, 0.0), max_tokens=max_tokens, stop=stop)
+        diverse = extra.get("diversity_penalty") is not None
+        decoding = Decoding(temperature=max(temperature, 0.0), max_tokens=max_tokens, stop=stop,
+                            beam_groups=n if diverse else 0, diversity_penalty=float(extra.get("diversity_penalty") or 0.0))
         key = (adapter_fingerprint(adapter) if adapter else None, decoding)
-        items = [(prompt, sample_seed(seed, sample_index, offset + k), adapter) for k in range(n)]
+        hint = int(extra.get("batch_hint") or 1)
         try:
-            generations = self._batchers[local_model.folder].submit(key, items, expected=int(extra.get("batch_hint") or 1) * n)
+            if diverse:
+                [generations] = self._batchers[local_model.folder].submit(key, [(prompt, 0, adapter)], expected=hint)
+            else:
+                items = [(prompt, sample_seed(seed, sample_index, offset + k), adapter) for k in range(n)]
+                generations = self._batchers[local_model.folder].submit(key, items, expected=hint * n)
         except UserError:
             raise
         except Exception as error:

@@ -1,0 +1,116 @@
+"""What SysDPO and REINFORCE share: train every trainable node's LoRA adapter jointly from full-system
+rollouts scored by the global metric, and keep the configuration that validates best.
+
+Each iteration draws `batch_size` training inputs (cycling through the train split), rolls them out
+through the whole system with the current adapters (every node execution counted in the ledger,
+phase local_optimization), hands the rollouts and their global rewards to the method's `update`,
+saves the updated adapters in a fresh folder and scores that configuration on the validation split
+(re-running only the trainable nodes and what follows them). Training goes on from the updated
+adapters whatever the validation says (both methods are on-policy trainers, not a gated search);
+the configuration returned is the best validated one, the unoptimized one included, as every
+method here is selected on validation.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.console import Console
+
+from optimas_cli.errors import UserError
+from optimas_cli.methods.base import MethodOutcome
+from optimas_cli.optim.history import HistoryEntry
+from optimas_cli.optim.node_policies import NodePolicies, NodeSegments, shared_base_model
+from optimas_cli.optim.rollouts import Rollout
+from optimas_cli.optim.weights import CONTRACT
+from optimas_cli.system import ConfigKind, Pipeline, RunContext, Splits, SystemConfig
+from optimas_cli.system.evaluate import rewards
+from optimas_cli.system.run_folder import RunFolder
+
+log = logging.getLogger("optimas")
+
+# update(policies, rollouts, rewards, iteration) -> a log dict; "updated": False when nothing was trained
+Update = Callable[[NodePolicies, list[Rollout], list[float], int], dict]
+# sample(config, examples, ctx, iteration) -> rollouts with the configuration's adapters
+Sample = Callable[[SystemConfig, list[dict], RunContext, int], list[Rollout]]
+
+
+@dataclass
+class JointSettings:
+    iterations: int
+    batch_size: int  # training inputs rolled out per iteration
+    lora: dict
+
+
+def trainable_nodes(pipeline: Pipeline, method: str) -> list[str]:
+    """The weights-kind components, in execution order; each must follow the weights contract."""
+    system = pipeline.system
+    nodes = [n for n in system.order if system.components[n].kind is ConfigKind.WEIGHTS]
+    if not nodes:
+        raise UserError(f"{method} trains LoRA weights, but pipeline {pipeline.name!r} has no weights component",
+                        "use a pipeline with local-model components (amazon, collab_chain)")
+    for name in nodes:
+        missing = [m for m in (*CONTRACT, "base_model_path") if not callable(getattr(system.components[name], m, None))]
+        if missing:
+            raise UserError(f"weights component {name!r} lacks {', '.join(missing)}",
+                            "implement the contract in optimas_cli/optim/weights.py")
+    return nodes
+
+
+def node_segments(policies: NodePolicies, rollout: Rollout) -> NodeSegments:
+    """A rollout's trainable-node outputs as (rendered prompt, completion) per node."""
+    return {node: (policies.render(messages), text) for node, (messages, text) in rollout.segments.items()}
+
+
+def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder: RunFolder, settings: JointSettings,
+                     label: str, sample: Sample, update: Update, console: Console) -> MethodOutcome:
+    system = pipeline.system
+    nodes = trainable_nodes(pipeline, label)
+    base = shared_base_model([system.components[n] for n in nodes])
+    if not splits.train:
+        raise UserError(f"{label} needs training inputs, but the train split is empty", "raise budget.train_size")
+    config = system.default_config()
+    policies = NodePolicies(base, {n: config[n] for n in nodes}, settings.lora)
+    vctx, octx = ctx.replace(phase="validation"), ctx.replace(phase="local_optimization")
+    # Validation re-runs the trainable nodes that no other trainable node feeds, and what follows them.
+    roots = [n for n in nodes if not any(n in system.downstream(m) for m in nodes if m != n)]
+    with ctx.ledger.timed("validation"):
+        val_trajs = system.run(splits.val, config, vctx)
+        best_val = float(sum(rewards(pipeline, val_trajs)))
+    best, history = config, []
+    console.print(f"[bold]{label}[/] · {settings.iterations} iterations · nodes {', '.join(nodes)} · val {best_val:.3f}")
+    for t in range(settings.iterations):
+        start = (t * settings.batch_size) % len(splits.train)
+        examples = [splits.train[(start + i) % len(splits.train)] for i in range(min(settings.batch_size, len(splits.train)))]
+        with ctx.ledger.timed("local_optimization"):
+            rollouts = sample(config, examples, octx, t)
+            scores = rewards(pipeline, [r.trajectory for r in rollouts])
+            details = update(policies, rollouts, scores, t)
+        entry = HistoryEntry(iteration=t + 1, component=list(nodes), kind="weights", val_before=best_val,
+                             val_after=best_val, accepted=False, runs_so_far=0.0, n=len(splits.val),
+                             details={"rollouts": len(rollouts), "mean_reward": round(sum(scores) / len(scores), 5),
+                                      **details})
+        if details.get("updated"):
+            for node, adapter in policies.save(folder.file(f"adapters/iteration-{t + 1}")).items():
+                config = config.replace(node, adapter)
+            with ctx.ledger.timed("validation"):
+                trajs = system.run_changed(roots, val_trajs, config, vctx)
+                candidate = float(sum(rewards(pipeline, trajs)))
+            entry.val_candidate, entry.proposal = candidate, {n: config[n] for n in nodes}
+            if candidate > best_val:  # the same strict gate as Algorithm 1
+                best, best_val = config, candidate
+                entry.accepted, entry.val_after = True, candidate
+        else:
+            entry.note = details.get("note", "nothing was trained")
+        entry.runs_so_far = round(ctx.ledger.equivalent_runs(), 2)
+        history.append(entry)
+        folder.write_json(f"{label}_history.json", [e.to_dict() for e in history])
+        best.save(folder.file("best_config.json"))
+        console.print(f"  iter {t + 1:>3} · mean reward {entry.details['mean_reward']:.3f} · val {entry.val_before:.3f}"
+                      f" → {entry.val_candidate if entry.val_candidate is not None else '-'}"
+                      f" {'accepted' if entry.accepted else 'kept'} · runs {entry.runs_so_far:.1f}")
+        log.info("%s iteration %d: %s", label, t + 1,
+                 {k: v for k, v in entry.to_dict().items() if k != "details"} | {"mean_reward": entry.details["mean_reward"]})
+    return MethodOutcome(config=best, history=history,
+                         extras={label: {"trainable_nodes": nodes, "base_model": base, "best_validation": best_val}})

@@ -1,0 +1,133 @@
+"""The trainable nodes of a compound system as one base model with one LoRA adapter per node.
+
+SysDPO and REINFORCE train every trainable node's weights jointly from one loss, so all adapters
+live on one peft model over the shared base (the weights components' local model): the log-prob
+of a node's output switches to that node's adapter, the reference log-prob (SysDPO) disables all
+adapters, i.e. the base model. A node's segment is (its chat messages, its completion text); its
+log-prob is the sum over the completion's tokens (plus the end-of-turn token) given the prompt the
+local provider renders from those messages, so training scores exactly what generation sampled.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import torch
+
+from optimas_cli.errors import UserError
+from optimas_cli.lm.local.model import render_chat
+
+Segment = tuple[str, str]  # (rendered prompt, completion text) of one node execution
+NodeSegments = Mapping[str, Segment]  # one trajectory: trainable node -> its segment
+
+
+class NodePolicies:
+    """`adapters` maps each trainable node to its current adapter folder (None: a fresh LoRA)."""
+
+    def __init__(self, base_model_path: str, adapters: Mapping[str, str | None], lora: Mapping | None = None):
+        from peft import LoraConfig, PeftModel, get_peft_model
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        lora = dict(lora or {})
+        self.tokenizer = AutoTokenizer.from_pretrained(base_model_path)
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        base = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
+        self.max_positions = getattr(base.config, "max_position_embeddings", None) or 4096
+        self.nodes = list(adapters)
+        fresh = LoraConfig(r=int(lora.get("r", 8)), lora_alpha=int(lora.get("alpha", 16)), lora_dropout=0.0,
+                           target_modules="all-linear", task_type="CAUSAL_LM")
+        self.model = None
+        for name, folder in adapters.items():
+            if self.model is None:
+                self.model = (PeftModel.from_pretrained(base, folder, adapter_name=name, is_trainable=True) if folder
+                              else get_peft_model(base, fresh, adapter_name=name))
+            elif folder:
+                self.model.load_adapter(folder, adapter_name=name, is_trainable=True)
+            else:
+                self.model.add_adapter(name, fresh)
+        self.parameters = [p for n, p in self.model.named_parameters() if "lora_" in n]
+        self._trainable()
+        self.model.train()
+
+    def _trainable(self) -> None:
+        # peft's set_adapter freezes the other adapters; every node's LoRA trains from the joint loss.
+        for p in self.parameters:
+            p.requires_grad_(True)
+
+    def render(self, messages: list[dict]) -> str:
+        return render_chat(self.tokenizer, messages)
+
+    def _encode(self, segments: Sequence[Segment]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Right-padded ids, attention mask, and a mask of the completion tokens (targets)."""
+        special = not self.tokenizer.chat_template  # as the local provider tokenizes prompts
+        rows, targets = [], []
+        for prompt, completion in segments:
+            prompt_ids = self.tokenizer(prompt, add_special_tokens=special)["input_ids"]
+            completion_ids = self.tokenizer(completion, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+            # The local provider keeps a too-long prompt's end (LocalModel.tokenize); so does scoring.
+            prompt_ids = prompt_ids[max(0, len(prompt_ids) + len(completion_ids) - self.max_positions):]
+            rows.append(prompt_ids + completion_ids)
+            targets.append([0] * len(prompt_ids) + [1] * len(completion_ids))
+        width = max(len(r) for r in rows)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        target = torch.tensor([t + [0] * (width - len(t)) for t in targets])
+        return ids, mask, target
+
+    def _sequence_logprobs(self, segments: Sequence[Segment]) -> torch.Tensor:
+        ids, mask, target = self._encode(segments)
+        logits = self.model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+        token_logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+        return (token_logprobs * target[:, 1:]).sum(dim=-1)
+
+    def logprobs(self, node: str, segments: Sequence[Segment]) -> torch.Tensor:
+        """log pi_node(completion | prompt) per segment, with gradients into the node's adapter."""
+        self.model.set_adapter(node)
+        self._trainable()
+        return self._sequence_logprobs(segments)
+
+    @torch.no_grad()
+    def reference_logprobs(self, segments: Sequence[Segment]) -> torch.Tensor:
+        """log pi_ref(completion | prompt): the base model, every adapter disabled."""
+        with self.model.disable_adapter():
+            return self._sequence_logprobs(segments)
+
+    def trajectory_logprobs(self, trajectories: Sequence[NodeSegments], reference: bool = False) -> torch.Tensor:
+        """Sum over each trajectory's nodes of log pi(y_i | prompt_i): the DAG factorization of log p(tau | x).
+
+        Each distinct (node, segment) is scored once, so prefixes that branches share cost one pass.
+        With `reference`, the base model scores them (no gradients).
+        """
+        distinct = sorted({(node, seg) for t in trajectories for node, seg in t.items()})
+        scored: dict[tuple[str, Segment], torch.Tensor] = {}
+        for node in dict.fromkeys(n for n, _ in distinct):
+            segments = [seg for n, seg in distinct if n == node]
+            values = self.reference_logprobs(segments) if reference else self.logprobs(node, segments)
+            scored.update({(node, seg): v for seg, v in zip(segments, values, strict=True)})
+        return torch.stack([sum((scored[(n, seg)] for n, seg in t.items()), torch.tensor(0.0)) for t in trajectories])
+
+    def save(self, out_dir: Path) -> dict[str, str]:
+        """Each node's adapter into its own folder under out_dir; returns node -> folder."""
+        folders = {}
+        for node in self.nodes:
+            self.model.save_pretrained(str(out_dir), selected_adapters=[node])
+            folder = out_dir / node  # peft writes a non-"default" adapter into a subfolder named after it
+            if not (folder / "adapter_config.json").is_file():
+                raise RuntimeError(f"peft wrote no adapter for {node!r} under {out_dir}")
+            folders[node] = str(folder)
+        return folders
+
+
+def shared_base_model(components: Sequence) -> str:
+    """The one base model folder every trainable node's adapter applies to."""
+    from optimas_cli.optim.weights import resolve_base_model
+
+    bases = {c.name: resolve_base_model(c.base_model_path()) for c in components}
+    if len(set(bases.values())) != 1:
+        raise UserError(
+            f"the trainable components run on different base models ({bases})",
+            "give every weights component the same local model (their adapters train on one shared base)",
+        )
+    return next(iter(bases.values()))

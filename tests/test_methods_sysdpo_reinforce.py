@@ -1,0 +1,94 @@
+"""SysDPO and REINFORCE end to end on the two-model chain with the tiny model: in process, and through `optimas run`."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from optimas_cli.methods.reinforce import Reinforce
+from optimas_cli.methods.sysdpo import SysDPO
+from optimas_cli.system import Metric, RunContext, RunLedger, Splits
+from optimas_cli.system.run_folder import RunFolder
+from pipelines.collab_chain import build
+from tests.test_cli import optimas
+from tests.test_methods_toys import smoke_budget
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("OPTIMAS_DATA_DIR") or ROOT.parent / "shared" / "data")
+pytestmark = pytest.mark.skipif(not (DATA / "pubmedqa").exists(), reason="needs the shared data folder")
+
+
+# The random tiny model never writes yes/no, so the tests reward behaviours its gibberish shows only
+# sometimes: saying anything at all (its DBS candidates are often one empty answer, where the end of
+# turn came first, and one not), and, for samples at temperature 1, a short answer.
+ANSWERED = Metric("answered", lambda ex, out: float(bool(out["answer"])))
+SHORT = Metric("short", lambda ex, out: float(len(out["answer"]) <= 8))
+
+
+def chain_with_an_observable_reward(tiny_model, metric: Metric):
+    """The real chain on PubMedQA rows (abstracts cut to fit the tiny model's 512 positions), scored by `metric`."""
+    pipeline = build(data_dir=DATA, base_model=tiny_model, reader_max_tokens=6, answerer_max_tokens=6)
+    pipeline = dataclasses.replace(pipeline, metric=metric)
+    s = pipeline.splits
+    short = [[dict(x, context=x["context"][:300]) for x in split] for split in (s.train[:3], s.val[:2], s.test[:2])]
+    return pipeline, Splits(*short)
+
+
+def optimize(method, metric, tiny_model, tiny_lm, tmp_path):
+    pipeline, splits = chain_with_an_observable_reward(tiny_model, metric)
+    ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=tiny_lm)
+    outcome = method.optimize(pipeline, splits, ctx.replace(phase="optimize"), RunFolder(tmp_path))
+    assert len(outcome.history) == 2
+    updated = [e for e in outcome.history if e.details["updated"]]
+    assert updated, outcome.history  # the toy reward separates some rollouts
+    for entry in updated:
+        assert entry.val_candidate is not None
+        for node in ("evidence_reader", "answerer"):
+            assert (tmp_path / f"adapters/iteration-{entry.iteration}/{node}/adapter_config.json").is_file()
+    return outcome, ctx.ledger.to_dict()["by_phase"]
+
+
+def test_sysdpo_trains_both_nodes_from_dbs_trajectory_pairs(tiny_model, tiny_lm, tmp_path):
+    method = SysDPO(smoke_budget(iterations=2, search_size=3), k=2, steps=2, batch_size=4, learning_rate=1e-3)
+    outcome, phases = optimize(method, ANSWERED, tiny_model, tiny_lm, tmp_path)
+    # k = 2 at each node: per input 2 reader outputs and 4 answers, every one counted as a node execution.
+    assert phases["local_optimization"]["component_executions"] == {"evidence_reader": 12, "answerer": 24}
+    entry = next(e.details for e in outcome.history if e.details["updated"])
+    assert entry["pairs"] > 0 and entry["margin_after"] > entry["margin_before"]
+    assert outcome.extras["sysdpo"]["sampling"] == "dbs"
+
+
+def test_reinforce_trains_both_nodes_from_global_rewards(tiny_model, tiny_lm, tmp_path):
+    method = Reinforce(smoke_budget(iterations=2, search_size=3), rollouts=4, learning_rate=1e-3)
+    outcome, phases = optimize(method, SHORT, tiny_model, tiny_lm, tmp_path)
+    assert phases["local_optimization"]["component_executions"] == {"evidence_reader": 24, "answerer": 24}
+    assert all(e.details["rollouts"] == 12 for e in outcome.history)
+
+
+def test_sysdpo_needs_two_candidates_per_node():
+    from optimas_cli.errors import UserError
+
+    with pytest.raises(UserError, match="cancel"):
+        SysDPO(smoke_budget(), k=1)
+    with pytest.raises(UserError, match="unknown sampling"):
+        SysDPO(smoke_budget(), sampling="nucleus")
+
+
+@pytest.mark.parametrize("method, extra", [("sysdpo", ["method.sampling=temperature"]), ("reinforce", [])])
+def test_methods_run_through_the_cli(method, extra, tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # this checkout's code, whichever one the venv installed
+    out = tmp_path / "run"
+    model = f"local/{tiny_model_dir}"
+    proc = optimas(
+        "run", "pipeline=collab_chain", f"method={method}", "budget=smoke", "budget.iterations=1",
+        "budget.search_size=2", "budget.val_size=2", "budget.test_size=2", "repeats=1", f"pipeline.base_model={model}",
+        f"lm.model={model}", f"lm.cache_dir={tmp_path / 'cache'}", "pipeline.reader_max_tokens=4",
+        "pipeline.answerer_max_tokens=4", f"data_dir={DATA}", f"hydra.run.dir={out}", *extra, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["method"] == method and results["test"]["n"] == 2
+    assert len(results["history"]) == 1 and results["ledger"]["by_phase"]["local_optimization"]["runs"] > 0
