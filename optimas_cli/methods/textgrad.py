@@ -43,6 +43,7 @@ from optimas_cli.errors import UserError  # noqa: E402
 from optimas_cli.lrf.text import format_value  # noqa: E402
 from optimas_cli.methods.base import Method, MethodOutcome  # noqa: E402
 from optimas_cli.methods.optimas import console  # noqa: E402
+from optimas_cli.progress import track  # noqa: E402
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory  # noqa: E402
 from optimas_cli.system.evaluate import rewards  # noqa: E402
 
@@ -195,7 +196,7 @@ class TextGrad(Method):
         parse_failures = 0
         console.print(f"[bold]TextGrad[/] · {prompt_names} · {self.steps} steps of {self.batch_size} · "
                       f"val {val_total:.3f}")
-        for step in range(1, self.steps + 1):
+        for step in track(range(1, self.steps + 1), "TextGrad steps", lm=ctx.lm):
             while len(order) < self.batch_size:  # shuffled epochs over the training split
                 order.extend(rng.permutation(len(splits.train)).tolist())
             batch, order = [splits.train[i] for i in order[: self.batch_size]], order[self.batch_size :]

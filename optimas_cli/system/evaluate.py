@@ -4,6 +4,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from optimas_cli.progress import track
 from optimas_cli.system.compound import Trajectory
 from optimas_cli.system.configuration import SystemConfig
 from optimas_cli.system.context import RunContext
@@ -31,7 +32,7 @@ def evaluate(
 ) -> dict:
     """Run the system `repeats` times (distinct LM samples each time) and summarize the mean reward."""
     per_repeat = []
-    for r in range(repeats):
+    for r in track(range(repeats), f"{ctx.phase} · {len(examples)} examples x {repeats} repeat(s)", lm=ctx.lm):
         trajs = pipeline.system.run(examples, config, ctx.replace(sample_index=ctx.sample_index + r))
         per_repeat.append(statistics.fmean(rewards(pipeline, trajs)) if trajs else 0.0)
     return summarize(per_repeat, len(examples))
