@@ -6,6 +6,7 @@ import sys
 
 from optimas_cli.conf import CONF_DIR, GROUPS, options
 from optimas_cli.errors import UserError
+from optimas_cli.flows.validate import check_values
 
 HYDRA_TASKS = {"run": "run", "collect": "collect", "train-lrf": "train-lrf", "eval": "eval"}
 
@@ -85,10 +86,10 @@ def check_overrides(overrides: list[str]) -> None:
                     f"unknown {group} {str(v)!r}; available {group}s: {', '.join(known)}",
                     f"pass one of them, e.g. {group}={known[0] if known else '...'}",
                 )
-    _compose_first(parsed)
+    check_values(_compose_first(parsed))
 
 
-def _compose_first(parsed) -> None:
+def _compose_first(parsed):
     """Compose the config with each sweep's first value, so an unknown key fails here, readably."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
@@ -105,7 +106,7 @@ def _compose_first(parsed) -> None:
             single.append(o.input_line)
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            compose(config_name="config", overrides=single)
+            return compose(config_name="config", overrides=single)
     except (HydraException, OmegaConfBaseException) as exc:
         first = str(exc).strip().splitlines()[0]
         raise UserError(f"bad override: {first}", "run `optimas list` and `optimas run --cfg job` to see valid keys") from None
