@@ -15,6 +15,7 @@ optimas — optimize compound AI systems with globally aligned local reward func
 
 usage:
   optimas run [-m] [key=value ...]    optimize a pipeline and evaluate it (-m: a sweep over comma lists)
+  optimas plan [key=value ...]        what `optimas run` with the same overrides will spend (no LM call)
   optimas collect [key=value ...]     collect preference pairs for every component (resumable)
   optimas train-lrf [key=value ...]   train the local reward functions and report their alignment
   optimas eval [key=value ...]        evaluate a configuration (e.g. config_file=<run>/best_config.json)
@@ -63,8 +64,9 @@ def overrides_only(args: list[str]) -> list[str]:
     return out
 
 
-def check_overrides(overrides: list[str]) -> None:
-    """Catch unknown group options and malformed overrides before Hydra prints a stack trace."""
+def check_overrides(overrides: list[str]):
+    """Catch unknown group options, malformed overrides and bad values before Hydra prints a stack
+    trace; returns the config composed with each sweep's first value."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -86,7 +88,9 @@ def check_overrides(overrides: list[str]) -> None:
                     f"unknown {group} {str(v)!r}; available {group}s: {', '.join(known)}",
                     f"pass one of them, e.g. {group}={known[0] if known else '...'}",
                 )
-    check_values(_compose_first(parsed))
+    cfg = _compose_first(parsed)
+    check_values(cfg)
+    return cfg
 
 
 def _compose_first(parsed):
@@ -123,6 +127,21 @@ def quiet_libraries() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+def plan_command(args: list[str]) -> int:
+    """`optimas plan`: composed like `optimas run`, but outside the Hydra app, so no run folder is made."""
+    if any(a.startswith("-") for a in args):
+        return fail(UserError("optimas plan takes key=value overrides only", "plan one run at a time, without -m"))
+    try:
+        cfg = check_overrides(args)
+        quiet_libraries()
+        from optimas_cli.flows.plan import plan_run
+
+        print(plan_run(cfg))
+    except UserError as err:
+        return fail(err)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -135,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         from optimas_cli.report.cli import report_main
 
         return report_main(rest)
+    if command == "plan":
+        return plan_command(rest)
     if command not in HYDRA_TASKS:
         return fail(UserError(f"unknown command {command!r}", "run `optimas --help` to see the commands"))
     try:
