@@ -252,8 +252,9 @@ def _seconds(phase: str, runs: float, calls: float, loop: dict, measured: dict |
     before = ((measured or {}).get("ledger", {}).get("by_phase") or {}).get(phase)
     if before and before.get("runs", 0) > 0 and runs > 0:
         return runs * before["seconds"] / before["runs"], "measured"
-    if before and phase in ("lrf_training", "lrf_judge") and (calls > 0 or loop.get("lrf_steps")):
-        return float(before["seconds"]), "measured"
+    if before and before["seconds"] and ((phase == "lrf_training" and loop.get("lrf_steps")) or
+                                         (phase == "lrf_judge" and calls > 0)):
+        return float(before["seconds"]), "measured"  # no runs to scale by: the earlier run's time as it was
     local = str(lm.get("model", "")).startswith("local/")
     per_call = ESTIMATE["seconds_per_local_call"] if local else (
         ESTIMATE["seconds_per_api_call"] / max(1, int(lm.get("concurrency", 1) or 1)))
