@@ -93,3 +93,15 @@ def _pipeline_and_splits(cfg):
 
     pipeline = build_pipeline(cfg)
     return pipeline, budget_splits(pipeline, cfg.budget)
+
+
+def test_plan_command_prints_the_plan_and_writes_nothing(tmp_path):
+    from tests.test_cli_bad_values import optimas
+
+    proc = optimas("plan", "pipeline=toy_retriever", "budget=smoke", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    total = next(line for line in proc.stdout.splitlines() if line.startswith("total"))
+    assert total.split()[1] == "50.00"  # the executed run's 50 equivalent runs (test above, README)
+    assert list(tmp_path.iterdir()) == []  # a plan is not a run: no run folder, no outputs/
+    refused = optimas("plan", "pipeline=toy_retriever", "repeats=0", cwd=tmp_path)
+    assert refused.returncode == 2 and "repeats must be at least 1" in refused.stderr
