@@ -65,8 +65,10 @@ def _start_bar():
         TimeRemainingColumn,
     )
 
+    from rich.console import Console
+
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("eta"), TimeRemainingColumn(), transient=True)
+                   TextColumn("eta"), TimeRemainingColumn(), console=Console(stderr=True), transient=True)
     bar.start()
     return bar
 
