@@ -56,6 +56,7 @@ def summary_line(label: str, done: int, total: int | None, seconds: float,
 
 
 def _start_bar():
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -64,8 +65,6 @@ def _start_bar():
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-
-    from rich.console import Console
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("eta"), TimeRemainingColumn(), console=Console(stderr=True), transient=True)
