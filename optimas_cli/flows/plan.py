@@ -44,6 +44,7 @@ LOOP_METHODS = {"optimas": True, "optimas_no_adapt": False}  # method -> Stage 2
 ASSUMPTIONS = [
     "every component runs on every input (no `when` skips) and every sampled candidate output is distinct",
     "the first proposal for each component is accepted by the validation gate, every later one rejected",
+    "every optimizable component gets preference pairs (skip_unpaired never picks one without)",
 ]
 
 
