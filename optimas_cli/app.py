@@ -12,6 +12,7 @@ from rich.console import Console
 
 from optimas_cli.conf import CONF_DIR
 from optimas_cli.errors import UserError
+from optimas_cli.flows.validate import check_values
 from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
@@ -47,6 +48,7 @@ def run_task(cfg: DictConfig) -> float | None:
     folder = RunFolder(HydraConfig.get().runtime.output_dir)
     OmegaConf.save(cfg, folder.file("config.yaml"), resolve=True)
     try:
+        check_values(cfg)  # each job of a sweep: the command line checked only the first values
         results = _flow(cfg.task)(cfg, folder, console)
     except Exception as exc:  # Hydra wraps errors raised while instantiating configs: unwrap ours
         err = _user_error(exc)

@@ -7,6 +7,7 @@ import sys
 from optimas_cli.conf import CONF_DIR, GROUPS, options
 from optimas_cli.environment import prepare_process
 from optimas_cli.errors import UserError
+from optimas_cli.flows.validate import check_values
 
 HYDRA_TASKS = {"run": "run", "collect": "collect", "train-lrf": "train-lrf", "eval": "eval"}
 
@@ -15,6 +16,7 @@ optimas — optimize compound AI systems with globally aligned local reward func
 
 usage:
   optimas run [-m] [key=value ...]    optimize a pipeline and evaluate it (-m: a sweep over comma lists)
+  optimas plan [key=value ...]        what `optimas run` with the same overrides will spend (no LM call)
   optimas collect [key=value ...]     collect preference pairs for every component (resumable)
   optimas train-lrf [key=value ...]   train the local reward functions and report their alignment
   optimas eval [key=value ...]        evaluate a configuration (e.g. config_file=<run>/best_config.json)
@@ -65,8 +67,9 @@ def overrides_only(args: list[str]) -> list[str]:
     return out
 
 
-def check_overrides(overrides: list[str]) -> None:
-    """Catch unknown group options and malformed overrides before Hydra prints a stack trace."""
+def check_overrides(overrides: list[str]):
+    """Catch unknown group options, malformed overrides and bad values before Hydra prints a stack
+    trace; returns the config composed with each sweep's first value."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -88,10 +91,12 @@ def check_overrides(overrides: list[str]) -> None:
                     f"unknown {group} {str(v)!r}; available {group}s: {', '.join(known)}",
                     f"pass one of them, e.g. {group}={known[0] if known else '...'}",
                 )
-    _compose_first(parsed)
+    cfg = _compose_first(parsed)
+    check_values(cfg)
+    return cfg
 
 
-def _compose_first(parsed) -> None:
+def _compose_first(parsed):
     """Compose the config with each sweep's first value, so an unknown key fails here, readably."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
@@ -108,7 +113,7 @@ def _compose_first(parsed) -> None:
             single.append(o.input_line)
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            compose(config_name="config", overrides=single)
+            return compose(config_name="config", overrides=single)
     except (HydraException, OmegaConfBaseException) as exc:
         first = str(exc).strip().splitlines()[0]
         raise UserError(f"bad override: {first}", "run `optimas list` and `optimas run --cfg job` to see valid keys") from None
@@ -123,6 +128,21 @@ def quiet_libraries() -> None:
     # Idle OpenMP threads sleep instead of spinning: generation in the provider's thread and LRF
     # training in the main thread share the cores, and spinning stalls both on a busy machine.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def plan_command(args: list[str]) -> int:
+    """`optimas plan`: composed like `optimas run`, but outside the Hydra app, so no run folder is made."""
+    if any(a.startswith("-") for a in args):
+        return fail(UserError("optimas plan takes key=value overrides only", "plan one run at a time, without -m"))
+    try:
+        cfg = check_overrides(args)
+        quiet_libraries()
+        from optimas_cli.flows.plan import plan_run
+
+        print(plan_run(cfg))
+    except UserError as err:
+        return fail(err)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         from optimas_cli.report.show import show_main
 
         return show_main(rest)
+    if command == "plan":
+        return plan_command(rest)
     if command not in HYDRA_TASKS:
         return fail(UserError(f"unknown command {command!r}", "run `optimas --help` to see the commands"))
     try:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +41,38 @@ def _open(path: Path):
     return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 
+def _first_non_utf8_line(path: Path) -> int | None:
+    """The line holding the first byte that is not UTF-8 (text is decoded in blocks, so the decoder's
+    own position does not say which line)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return lineno
+    return None
+
+
+@contextmanager
+def unreadable_as_data_error(path: Path):
+    """A damaged file (truncated or corrupt gzip, bytes that are not UTF-8) becomes one DataError line;
+    left alone, the decoder's message quotes kilobytes of the file."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        lineno = _first_non_utf8_line(path)
+        raise DataError(f"{path}{f' line {lineno}' if lineno else ''} is not UTF-8 text (byte 0x{bad})",
+                        "re-save the file as UTF-8 or restore it from its source") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise DataError(f"{path} is truncated or corrupt ({exc})", "download or copy the file again") from None
+
+
 def read_jsonl(path: Path, validate: Callable[[dict], None] | None = None) -> Iterator[dict]:
     """Yield rows; a row that is not JSON, or fails `validate`, raises DataError with file and line."""
-    with _open(path) as fh:
-        for lineno, line in enumerate(fh, 1):
+    with unreadable_as_data_error(path), _open(path) as fh:
+        for lineno, line in enumerate(fh):
             if not line.strip():
                 continue
             try:
@@ -50,13 +80,13 @@ def read_jsonl(path: Path, validate: Callable[[dict], None] | None = None) -> It
                 if validate:
                     validate(row)
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise DataError(f"malformed row in {path} line {lineno}: {exc}", "fix or remove that line") from None
+                raise DataError(f"malformed row in {path} line {lineno + 1}: {exc}", "fix or remove that line") from None
             yield row
 
 
 def read_json(path: Path) -> Any:
     try:
-        with _open(path) as fh:
+        with unreadable_as_data_error(path), _open(path) as fh:
             return json.load(fh)
     except json.JSONDecodeError as exc:
         raise DataError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})", "restore the file") from None

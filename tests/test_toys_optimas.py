@@ -9,6 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from optimas_cli.conf import CONF_DIR
+from optimas_cli.flows.plan import make_plan
 from optimas_cli.flows.setup import budget_splits, build_budget, build_context, build_method, build_pipeline
 from optimas_cli.system.run_folder import RunFolder
 
@@ -39,6 +40,10 @@ def test_optimas_recovers_the_aligned_choice(tmp_path, pipeline, aligned, per_qu
     ctx = build_context(cfg, pipe, folder)
     method = build_method(cfg, build_budget(cfg))
     outcome = method.optimize(pipe, splits, ctx, folder)
+    # The plan, made without running anything, predicted these runs exactly (the toys are deterministic).
+    planned = {p: row["runs"] for p, row in make_plan(cfg, pipe, splits)["phases"].items() if row["runs"]}
+    executed = {p: row["runs"] for p, row in ctx.ledger.to_dict()["by_phase"].items() if row["runs"]}
+    assert {p: planned[p] for p in ("lrf_collection", "local_optimization", "validation", "adaptation")} == executed
     result = method.evaluate(pipe, outcome, splits.test, ctx, repeats=1)
     assert result["mean"] == pytest.approx(aligned)
     picks = [t.state["used_option"] for t in pipe.system.run(splits.test, outcome.config, ctx.replace(lrf=outcome.lrf))]

@@ -6,6 +6,7 @@ import logging
 from omegaconf import DictConfig
 from rich.console import Console
 
+from optimas_cli.flows.plan import make_plan
 from optimas_cli.flows.setup import (
     budget_splits,
     build_budget,
@@ -27,6 +28,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     budget = build_budget(cfg)
     splits = budget_splits(pipeline, budget)
     ctx = build_context(cfg, pipeline, folder)
+    plan = make_plan(cfg, pipeline, splits)  # before any work: an earlier run's measures, not this one's
     method = build_method(cfg, budget, console)
     log.info("pipeline=%s method=%s splits=%s", pipeline.name, method.name, splits.sizes())
     console.print(f"[bold]{pipeline.name}[/] · method [bold]{method.name}[/] · splits {splits.sizes()}")
@@ -48,6 +50,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
         "test": test,
         "validation": validation,
         "ledger": ledger_summary(ctx),
+        "plan": plan,
         "best_config": outcome.config.to_dict(),
         "history": [entry.to_dict() for entry in outcome.history],
         "splits": splits.sizes(),

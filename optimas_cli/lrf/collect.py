@@ -19,6 +19,7 @@ from typing import Any
 
 from optimas_cli.errors import UserError
 from optimas_cli.lrf.pairs import PreferencePair
+from optimas_cli.progress import track
 from optimas_cli.system.component import Component, ConfigKind
 from optimas_cli.system.compound import CompoundSystem, Trajectory
 from optimas_cli.system.configuration import SystemConfig
@@ -137,7 +138,8 @@ def collect_pairs(
 
     repeats = mc_repeats if _downstream_is_stochastic(system, component_name) else 1
     scores: list[list[list[float]]] = [[[] for _ in cands] for cands in candidates]
-    for j in range(max(len(c) for c in candidates)):
+    n_cands = max(len(c) for c in candidates)
+    for j in track(range(n_cands), f"{ctx.phase} · {component_name} candidates", lm=ctx.lm):
         rows = [a for a, cands in enumerate(candidates) if len(cands) > j and len(cands) >= 2]
         if not rows:
             continue

@@ -28,6 +28,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.lrf.buffer import ReplayBuffer
 from optimas_cli.lrf.metrics import summarize_correct
 from optimas_cli.lrf.pairs import PreferencePair, by_component
+from optimas_cli.progress import phase, track
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,6 @@ class TrainConfig:
     stage2_steps: int = 10
     stage2_batch_size: int = 16
     stage2_lr: float | None = None  # None: same as lr
-    progress: bool = False  # a rich progress bar
 
     @classmethod
     def from_mapping(cls, cfg: Mapping | None) -> TrainConfig:
@@ -186,21 +186,6 @@ def _seeded(model, seed: int):
         yield
 
 
-@contextlib.contextmanager
-def _progress(enabled: bool, total: int, label: str):
-    if not enabled:
-        yield lambda: None
-        return
-    try:
-        from rich.progress import Progress
-    except ImportError:
-        yield lambda: None
-        return
-    with Progress(transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda: bar.advance(task)
-
-
 def train_stage1(
     model,
     pairs: Sequence[PreferencePair],
@@ -234,7 +219,7 @@ def train_stage1(
         since_best = 0
         n_batches = math.ceil(len(train_items) / cfg.batch_size)
         model.train()
-        with _progress(cfg.progress, cfg.epochs * n_batches, "training local rewards") as advance:
+        with phase("LRF training · batches", cfg.epochs * n_batches) as advance:
             for epoch in range(1, cfg.epochs + 1):
                 order = list(train_items)
                 rng.shuffle(order)
@@ -295,7 +280,7 @@ def adapt_stage2(
     with _seeded(model, cfg.seed + 1 + len(buffer)):
         optimizer = _optimizer(model, cfg.stage2_lr or cfg.lr, cfg)
         model.train()
-        for batch in batches:
+        for batch in track(batches, "LRF adaptation · batches"):
             losses.append(_step(model, optimizer, _render(model, batch), cfg))
     model.eval()
     _, after = _evaluate(model, fresh_items, cfg.stage2_batch_size)

@@ -42,6 +42,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.methods.scorers import input_key
 from optimas_cli.optim.history import HistoryEntry
+from optimas_cli.progress import phase
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory
 from optimas_cli.system.budget import Budget
 
@@ -329,7 +330,8 @@ class DSPyMIPRO(Method):
         self.console.print(f"[bold]DSPy MIPROv2[/] · {prompt_names} · {self.num_candidates} candidates · "
                       f"{self.num_trials} trials")
         status, error, best = "optimized", None, None
-        with ctx.ledger.timed("local_optimization"), dspy_logs_to_run_log(), dspy.context(lm=lm, callbacks=[observer]):
+        with ctx.ledger.timed("local_optimization"), phase("DSPy MIPROv2 trials", lm=ctx.lm), dspy_logs_to_run_log(), \
+                dspy.context(lm=lm, callbacks=[observer]):
             try:
                 best = optimizer.compile(program, trainset=trainset, valset=valset, num_trials=self.num_trials,
                                          minibatch=self.minibatch, minibatch_size=min(self.minibatch_size, len(valset)),

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from optimas_cli.methods.global_reward import ScoredLoopBaseline
 from optimas_cli.methods.scorers import ReferenceSimilarityScorer, TextEmbedder
+from optimas_cli.progress import phase
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.evaluate import rewards
 
@@ -37,7 +38,7 @@ class HBC(ScoredLoopBaseline):
         system = pipeline.system
         rctx = ctx.replace(phase="reference_collection")
         self.console.print(f"[bold]references[/] · unoptimized runs on {len(splits.train)} training examples")
-        with ctx.ledger.timed("reference_collection"):
+        with ctx.ledger.timed("reference_collection"), phase("HBC reference runs", lm=ctx.lm):
             trajectories = system.run(splits.train, system.default_config(), rctx)
             run_rewards = rewards(pipeline, trajectories)
         embedder = TextEmbedder(**self.embedder_cfg)

@@ -26,6 +26,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.methods.scorers import input_key
 from optimas_cli.optim.history import HistoryEntry
+from optimas_cli.progress import track
 from optimas_cli.system import ConfigKind, Pipeline, SystemConfig
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.evaluate import rewards
@@ -86,7 +87,7 @@ class LLMSelector(Method):
         self.console.print(f"[bold]llmselector[/] · {names} · {len(sample)} training examples · start {score:.3f}")
         history: list[HistoryEntry] = []
         rounds_run = 0
-        for rnd in range(1, self.rounds + 1):
+        for rnd in track(range(1, self.rounds + 1), "llmselector rounds", lm=ctx.lm):
             rounds_run = rnd
             changed = False
             for name in names:

@@ -37,6 +37,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.lrf.text import format_value
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.optim.history import HistoryEntry
+from optimas_cli.progress import track
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.evaluate import rewards
@@ -191,7 +192,7 @@ class TextGrad(Method):
         parse_failures = 0
         self.console.print(f"[bold]TextGrad[/] · {prompt_names} · {self.steps} steps of {self.batch_size} · "
                       f"val {val_total:.3f}")
-        for step in range(1, self.steps + 1):
+        for step in track(range(1, self.steps + 1), "TextGrad steps", lm=ctx.lm):
             while len(order) < self.batch_size:  # shuffled epochs over the training split
                 order.extend(rng.permutation(len(splits.train)).tolist())
             batch, order = [splits.train[i] for i in order[: self.batch_size]], order[self.batch_size :]

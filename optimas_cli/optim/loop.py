@@ -19,6 +19,7 @@ from optimas_cli.optim.gate import ValidationGate
 from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.optim.scheduler import ComponentScheduler
 from optimas_cli.optim.settings import ChoiceSettings, WeightsSettings, typed
+from optimas_cli.progress import phase
 from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory, route_of
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.evaluate import rewards
@@ -143,7 +144,7 @@ class OptimasLoop:
             name = self.scheduler.pick(t, history, rng, self.schedulable() if self.schedulable else None)
             component = self.system.components[name]
             search_inputs = [tr.steps[name]["inputs"] for tr in search if not tr.steps[name]["skipped"]]
-            with self.ctx.ledger.timed("local_optimization"):
+            with self.ctx.ledger.timed("local_optimization"), phase(f"iteration {t + 1} · optimizing {name}", lm=self.ctx.lm):
                 proposal = optimize_component(
                     component, config[name], search_inputs, self.lrf, octx, self.settings.optimizer, rng=rng
                 )
@@ -155,7 +156,7 @@ class OptimasLoop:
             )
             if proposal.value != config[name]:
                 candidate = config.replace(name, proposal.value)
-                with self.ctx.ledger.timed("validation"):
+                with self.ctx.ledger.timed("validation"), phase(f"iteration {t + 1} · validation", lm=self.ctx.lm):
                     cand_trajs = self.system.run_from(name, val_trajs, candidate, vctx)
                     cand_scores = self._validate(cand_trajs)
                 entry.val_candidate = sum(cand_scores)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from optimas_cli.system.context import RunContext
@@ -43,6 +43,8 @@ class Component:
     choices: tuple = ()  # CHOICE: the finite set of values
     per_instance: bool = False  # CHOICE: picked per input by a routing policy rather than once globally
     when: Callable[[dict], bool] | None = field(default=None, repr=False)  # run only where this holds
+    # Whether `forward` makes one LM call per input: `optimas plan` counts a run's calls from it.
+    calls_lm: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         self.inputs, self.outputs = tuple(self.inputs), tuple(self.outputs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from optimas_cli.progress import track
 from optimas_cli.system.compound import Trajectory
 from optimas_cli.system.configuration import SystemConfig
 from optimas_cli.system.context import RunContext
@@ -35,7 +36,7 @@ def evaluate(
     `ctx.phase` as its split.
     """
     per_repeat = []
-    for r in range(repeats):
+    for r in track(range(repeats), f"{ctx.phase} · {len(examples)} examples x {repeats} repeat(s)", lm=ctx.lm):
         trajs = pipeline.system.run(examples, config, ctx.replace(sample_index=ctx.sample_index + r))
         scores = rewards(pipeline, trajs)
         if ctx.traces is not None:

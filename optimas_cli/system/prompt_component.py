@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import ClassVar
 
 from optimas_cli.system.component import Component, ConfigKind
 
@@ -32,6 +33,8 @@ def content_lines(text: str, echoed_labels: tuple[str, ...]) -> list[str]:
 
 class PromptComponent(Component):
     """`inputs` maps each input field to the label it has in the prompt; `parse(raw, inputs)` -> output."""
+
+    calls_lm: ClassVar[bool] = True
 
     def __init__(
         self,

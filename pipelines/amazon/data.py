@@ -13,7 +13,7 @@ import os
 import urllib.request
 from pathlib import Path
 
-from optimas_cli.data_files import data_root, local_file, missing_data
+from optimas_cli.data_files import data_root, local_file, missing_data, unreadable_as_data_error
 from optimas_cli.errors import DataError
 from optimas_cli.system.pipeline import Splits
 
@@ -45,7 +45,7 @@ def load_splits(data_dir: str | os.PathLike | None = None) -> Splits:
 def read_csv(path: Path, id_prefix: str) -> list[dict]:
     """Examples {id, sequence, choices, answer}; a malformed row raises DataError with file and line."""
     examples = []
-    with open(path, encoding="utf-8", newline="") as fh:
+    with unreadable_as_data_error(path), open(path, encoding="utf-8", newline="") as fh:
         reader = csv.DictReader(fh)
         missing = [c for c in ("question", "choices", "answer") if c not in (reader.fieldnames or [])]
         if missing:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import ClassVar
 
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, Pipeline, RunContext, SingleLLMTask
 from pipelines.amazon import prompts
@@ -24,6 +25,8 @@ BASE_MODEL = "local/smollm2-135m-instruct"
 @dataclass(eq=False)
 class LocalModelComponent(Component):
     """A local causal LM whose configuration is a LoRA adapter folder (None = the base model)."""
+
+    calls_lm: ClassVar[bool] = True
 
     base_model: str = BASE_MODEL
     max_tokens: int = 128
@@ -67,6 +70,8 @@ class CandidateProfiler(LocalModelComponent):
 @dataclass(eq=False)
 class NextItemDecider(Component):
     """Picks the next item from the summary and the per-candidate feedback; outputs its index."""
+
+    calls_lm: ClassVar[bool] = True
 
     model: str | None = None  # None: the run's LM (the paper used an API model here)
     max_tokens: int = 32

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from optimas_cli.errors import UserError
 from optimas_cli.sandbox import SandboxLimits, probe_isolation
@@ -27,6 +28,8 @@ from pipelines.bigcodebench.metric import pass_rate_metric
 class CodeGenerator(Component):
     """Writes a first solution from the task statement."""
 
+    calls_lm: ClassVar[bool] = True
+
     max_tokens: int = 768
 
     def forward(self, inputs: list[dict], value, ctx: RunContext) -> list[dict]:
@@ -39,6 +42,8 @@ class CodeGenerator(Component):
 @dataclass(eq=False)
 class UnitTestGenerator(Component):
     """Writes unit tests for the task, without seeing any solution."""
+
+    calls_lm: ClassVar[bool] = True
 
     max_tokens: int = 768
 
@@ -65,6 +70,8 @@ class Executor(Component):
 @dataclass(eq=False)
 class FinalCodeGenerator(Component):
     """Revises the code from the execution report; a reply with no usable solution keeps the initial code."""
+
+    calls_lm: ClassVar[bool] = True
 
     max_tokens: int = 768
 

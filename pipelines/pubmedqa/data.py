@@ -92,7 +92,7 @@ def _read_local(path: Path) -> dict[str, dict]:
         try:
             rows[str(pmid)] = _example(str(pmid), record["QUESTION"], record["CONTEXTS"], record["final_decision"])
         except (KeyError, TypeError, ValueError) as exc:
-            text = text if text is not None else path.read_text(encoding="utf-8")
+            text = text if text is not None else path.read_text(encoding="utf-8", errors="replace")
             raise DataError(
                 f"malformed record in {path} line {_line_of(text, pmid)} (PubMed id {pmid}): {exc}",
                 "fix or remove that record",

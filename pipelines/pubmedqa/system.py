@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from optimas_cli.errors import UserError
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, Pipeline, RunContext, SingleLLMTask
@@ -53,6 +54,8 @@ class ModelSelector(Component):
 class ContextAnalyst(Component):
     """Summarizes the abstract's evidence for the question, with the model its selector chose."""
 
+    calls_lm: ClassVar[bool] = True
+
     max_tokens: int = 128
 
     def forward(self, inputs: list[dict], value, ctx: RunContext) -> list[dict]:
@@ -65,6 +68,8 @@ class ContextAnalyst(Component):
 @dataclass(eq=False)
 class ProblemSolver(Component):
     """Answers yes/no/maybe from the analyst's summary, with the model its selector chose."""
+
+    calls_lm: ClassVar[bool] = True
 
     max_tokens: int = 96
 

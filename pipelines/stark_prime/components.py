@@ -1,6 +1,8 @@
 """The paper's three STaRK-Prime components: relation scorer, text scorer (prompts), aggregator (choice)."""
 from __future__ import annotations
 
+from typing import ClassVar
+
 from optimas_cli.system import Component, ConfigKind
 from pipelines.stark_prime.score_parsing import N_SCORES, NEUTRAL_SCORE, ParseCounts, parse_scores
 
@@ -20,6 +22,8 @@ ANSWER_FORMAT = 'Answer with JSON only, one score per candidate: {"1": s1, "2": 
 
 class CandidateScorer(Component):
     """Scores the five candidates from one kind of information (a prompt component)."""
+
+    calls_lm: ClassVar[bool] = True
 
     def __init__(self, name: str, description: str, info_field: str, info_label: str, output_field: str,
                  default_prompt: str, counts: ParseCounts, max_tokens: int):

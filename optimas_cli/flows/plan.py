@@ -1,0 +1,343 @@
+"""`optimas plan`: what a run will spend, per phase, before it spends anything (no LM is called).
+
+Equivalent system runs follow from the budget and the pipeline's wiring by the same arithmetic the
+run's ledger counts with (lrf/collect.py, optim/loop.py, system/ledger.py): a phase's runs are its
+(component, input) executions divided by the number of components. Optimas' loop depends on what
+the validation gate accepts, which no plan can know; the plan assumes the first proposal for each
+component is accepted and every later one rejected, and says so. A per-instance choice proposes
+its routing policy, which after an acceptance equals the current value and is not validated again.
+On the deterministic toys this reproduces the executed runs exactly.
+
+LM calls come from the components that declare `calls_lm`; tokens and seconds per call, and seconds
+per run of each phase, come from the most recent earlier run of the same pipeline under outputs/
+or multirun/ when there is one, else from the stated estimates below. Dollars use litellm's offline
+cost map (or `lm.price`), tokens counted as if nothing were cached.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from optimas_cli.flows.setup import build_budget
+from optimas_cli.lrf.judge import JUDGE_COMPONENT
+from optimas_cli.system import Pipeline, Splits
+from optimas_cli.system.component import Component, ConfigKind, route_of
+
+# Stated estimates, used where no earlier run of the pipeline measured the real value.
+ESTIMATE = {
+    "prompt_tokens": 400,  # per component call; the completion is estimated at its max_tokens (an upper bound)
+    "judge_prompt_tokens": 1300, "judge_completion_tokens": 16,  # k=8 scored examples + the pair
+    "optimizer_prompt_tokens": 600,  # an OPRO meta-prompt: instructions so far + three scored examples
+    "seconds_per_local_call": 1.5,  # embedded 135M model, batched, on 2 CPU cores
+    "seconds_per_api_call": 2.0,  # one API round trip; calls overlap up to lm.concurrency
+    "seconds_per_lrf_step": 1.5,  # one MiniLM step of 16 pairs on a CPU
+}
+PHASES = ("lrf_collection", "lrf_training", "lrf_judge", "local_optimization", "validation", "adaptation",
+          "final_validation", "test")
+LOOP_METHODS = {"optimas": True, "optimas_no_adapt": False}  # method -> Stage 2 after an acceptance
+ASSUMPTIONS = [
+    "every component runs on every input (no `when` skips) and every sampled candidate output is distinct",
+    "the first proposal for each component is accepted by the validation gate, every later one rejected",
+    "every optimizable component gets preference pairs (skip_unpaired never picks one without)",
+]
+
+
+class PhaseCount:
+    """Expected executions per component and LM calls per attribution name, for one phase."""
+
+    def __init__(self) -> None:
+        self.executions: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, float] = defaultdict(float)
+        self.fixed_seconds: float | None = None  # time that is not proportional to runs (LRF training)
+
+    def run(self, comp: Component, n: float, calls_per_input: float = 1.0) -> None:
+        self.executions[comp.name] += n
+        if comp.calls_lm:
+            self.calls[comp.name] += n * calls_per_input
+
+
+def _calls_per_input(comp: Component, value: Any) -> int:
+    """A per-instance routing policy runs the component once per value before picking one."""
+    return len(comp.choices) if route_of(value) is not None else 1
+
+
+def _candidates(comp: Component, collect: Mapping) -> int:
+    return len(comp.choices) if comp.kind is ConfigKind.CHOICE else int(collect.get("num_candidates", 4))
+
+
+def _collection(system, config, n: int, collect: Mapping, phase: PhaseCount) -> float:
+    """collect_all on n inputs (lrf/collect.py); returns the expected number of preference pairs."""
+    pairs = 0.0
+    for name in system.order:
+        comp = system.components[name]
+        if comp.kind is ConfigKind.NONE:
+            continue
+        down = system.downstream(name)
+        for other in system.order:  # run_until: every component that does not depend on this one
+            if other != name and other not in down:
+                phase.run(system.components[other], n, _calls_per_input(system.components[other], config[other]))
+        cands = _candidates(comp, collect)
+        phase.run(comp, cands * n)  # candidate draws: each value (choice) or sample (prompt, weights) once
+        stochastic = any(system.components[d].stochastic for d in down)
+        repeats = int(collect.get("mc_repeats", 2)) if stochastic else 1
+        if cands >= 2:
+            for d in down:
+                phase.run(system.components[d], cands * repeats * n, _calls_per_input(system.components[d], config[d]))
+        pairs += n * math.comb(cands, 2)
+    return pairs
+
+
+def _rerun(system, name: str, n: float, config, phase: PhaseCount) -> None:
+    """run_from(name): the component and everything downstream of it, on n inputs."""
+    for other in (name, *system.downstream(name)):
+        phase.run(system.components[other], n, _calls_per_input(system.components[other], config[other]))
+
+
+def _optimizer(comp: Component, search: int, opt: Mapping, phase: PhaseCount) -> None:
+    """The local optimizer's executions (optim/choice.py, prompt.py, weights.py) on the search sample."""
+    if comp.kind is ConfigKind.CHOICE and not comp.per_instance:
+        phase.run(comp, len(comp.choices) * search)  # every value scored by r_k
+    elif comp.kind is ConfigKind.PROMPT:
+        steps, cands = int(opt["num_steps"]), int(opt["num_candidates"])
+        phase.run(comp, (1 + steps * cands) * search)  # the current prompt, then each proposal (at most)
+        phase.calls[f"{comp.name}.optimizer"] += steps * cands
+    elif comp.kind is ConfigKind.WEIGHTS:
+        phase.run(comp, 2 * search)  # the current adapter and the trained one
+
+
+def _first_pick_probability(t: int, m: int, scheduler: str) -> float:
+    """Chance that iteration t (0-based) picks a component for the first time, given it picks one."""
+    if scheduler == "round_robin":
+        return 1.0 if t < m else 0.0
+    return (1 - 1 / m) ** t  # uniform (prioritized is planned as uniform)
+
+
+def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, phases: dict) -> dict:
+    system, budget, method = pipeline.system, build_budget(cfg), cfg.method
+    lrf = OmegaConf.to_container(cfg.lrf, resolve=True)
+    collect = lrf.get("collect") or {}
+    config = system.default_config()
+    pairs = _collection(system, config, len(splits.train), collect, phases["lrf_collection"])
+    few = pairs < int(lrf.get("min_heldout_pairs", 0) or 0)
+    heldout = float((lrf.get("train") or {}).get("heldout_fraction", 0.2))
+    if (lrf.get("judge") or {}).get("enabled", True):
+        phases["lrf_judge"].calls[JUDGE_COMPONENT] += pairs if few else round(pairs * heldout)
+    train = lrf.get("train") or {}
+    batches = max(1, math.ceil(pairs * (1 if few else 1 - heldout) / int(train.get("batch_size", 16))))
+    lrf_steps = max(int(train.get("epochs", 10)) * batches, int(lrf.get("min_steps", 0) or 0))
+
+    optimizable = [n for n in system.order if system.components[n].kind is not ConfigKind.NONE]
+    m, search, n_val = len(optimizable), min(int(budget.search_size), len(splits.train)), len(splits.val)
+    beyond = method.get("stage2_pool", "train") == "beyond_train"  # as methods/optimas.py picks Stage 2's inputs
+    fresh_pool = (pipeline.splits.train[len(splits.train):] if beyond else None) or splits.train
+    fresh = min(int(budget.fresh_size), len(fresh_pool))
+    opt = {"num_steps": int(budget.num_steps), "num_candidates": int(budget.num_candidates),
+           **dict((method.get("optimizer") or {}).get("prompt") or {})}
+    loop_opt, val = phases["local_optimization"], phases["validation"]
+    for name in system.order:  # the opening validation and search-sample runs
+        comp = system.components[name]
+        val.run(comp, n_val, _calls_per_input(comp, config[name]))
+        loop_opt.run(comp, search, _calls_per_input(comp, config[name]))
+    accepted, scheduler = 0.0, str(method.get("scheduler", "uniform"))
+    for t in range(int(budget.iterations)):
+        first = _first_pick_probability(t, m, scheduler)
+        for name in optimizable:  # each component is picked with probability 1/m
+            comp, share = system.components[name], 1 / m
+            _scaled(lambda p, c=comp: _optimizer(c, search, opt, p), share, loop_opt)
+            validated = first if comp.kind is ConfigKind.CHOICE and comp.per_instance else 1.0
+            _scaled(lambda p, n=name: _rerun(system, n, n_val, config, p), share * validated, val)
+            # an acceptance: the search sample follows the new configuration; Stage 2; routes re-measured
+            _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, loop_opt)
+            if adapt:
+                _scaled(lambda p: _collection(system, config, fresh, collect, p), share * first, phases["adaptation"])
+                if comp.kind is ConfigKind.CHOICE and comp.per_instance:  # adapted routes: validation and search
+                    _scaled(lambda p, n=name: _rerun(system, n, n_val, config, p), share * first, val)
+                    _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, loop_opt)
+            accepted += share * first
+    stage2 = int(train.get("stage2_steps", 10)) * (accepted if adapt else 0)
+    return {"lrf_steps": lrf_steps, "stage2_steps": stage2, "pairs": pairs, "accepted_updates": accepted}
+
+
+def _scaled(add, weight: float, into: PhaseCount) -> None:
+    """Add what `add(phase)` counts, weighted by the probability that it happens."""
+    if weight <= 0:
+        return
+    part = PhaseCount()
+    add(part)
+    for k, v in part.executions.items():
+        into.executions[k] += weight * v
+    for k, v in part.calls.items():
+        into.calls[k] += weight * v
+
+
+def count_phases(pipeline: Pipeline, splits: Splits, cfg: DictConfig) -> tuple[dict[str, PhaseCount], dict]:
+    """Expected executions and calls of each phase of `optimas run` with this config."""
+    system, method = pipeline.system, str(cfg.method.name)
+    phases = {p: PhaseCount() for p in PHASES}
+    loop: dict = {}
+    if method in LOOP_METHODS:
+        loop = _optimas(pipeline, splits, cfg, LOOP_METHODS[method], phases)
+    elif method not in ("unoptimized", "single_llm"):
+        loop = {"not_planned": f"the optimization phases of method {method!r} are not modelled; "
+                               "only the final validation and test are planned"}
+    config = system.default_config()
+    for phase, n in (("final_validation", len(splits.val)), ("test", len(splits.test) * int(cfg.repeats))):
+        if method == "single_llm":  # one call per example, counted as one system run
+            phases[phase].executions["single_llm"] += n * len(system)
+            phases[phase].calls["single_llm"] += n
+            continue
+        for name in system.order:
+            phases[phase].run(system.components[name], n, _calls_per_input(system.components[name], config[name]))
+    return phases, loop
+
+
+# -- what was measured before ------------------------------------------------------------------------
+def previous_run(pipeline: str, method: str, root: Path = Path(".")) -> tuple[Path, dict] | None:
+    """The newest results.json of the same pipeline (the same method preferred) under outputs/ or multirun/."""
+    found = []
+    for pattern in ("outputs/*/*/results.json", "multirun/*/*/*/results.json"):
+        for path in root.glob(pattern):
+            try:
+                results = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if results.get("pipeline") == pipeline and "ledger" in results:
+                found.append((results.get("method") == method, path.stat().st_mtime, path, results))
+    if not found:
+        return None
+    _, _, path, results = max(found, key=lambda f: f[:2])
+    return path.parent, results
+
+
+def _per_call_tokens(measured: dict | None, name: str) -> tuple[float, float] | None:
+    """(prompt, completion) tokens per generated call of `name` in an earlier run."""
+    row = ((measured or {}).get("ledger", {}).get("lm", {}).get("by_component") or {}).get(name)
+    generated = (row or {}).get("calls", 0) - (row or {}).get("cache_hits", 0)
+    if not row or generated <= 0:
+        return None
+    return row["prompt_tokens"] / generated, row["completion_tokens"] / generated
+
+
+def _estimated_tokens(system, name: str, lm: Mapping) -> tuple[float, float]:
+    if name == JUDGE_COMPONENT:
+        return ESTIMATE["judge_prompt_tokens"], ESTIMATE["judge_completion_tokens"]
+    if name.endswith(".optimizer"):
+        return ESTIMATE["optimizer_prompt_tokens"], 256
+    comp = system.components.get(name)
+    return ESTIMATE["prompt_tokens"], float(getattr(comp, "max_tokens", None) or lm.get("max_tokens") or 256)
+
+
+def price_per_token(lm: Mapping) -> tuple[float, float, str] | None:
+    """($ per prompt token, $ per completion token, source); None when the model has no known price."""
+    model = str(lm.get("model", ""))
+    if model.startswith("local/"):
+        return 0.0, 0.0, "embedded model: no API charge"
+    price = lm.get("price") or {}
+    if price.get("input_per_mtok") is not None and price.get("output_per_mtok") is not None:
+        return float(price["input_per_mtok"]) / 1e6, float(price["output_per_mtok"]) / 1e6, "lm.price"
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the cost map litellm ships, not the network
+    import litellm
+
+    entry = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1])
+    if not entry or entry.get("input_cost_per_token") is None:
+        return None
+    return float(entry["input_cost_per_token"]), float(entry.get("output_cost_per_token") or 0.0), "litellm cost map"
+
+
+def _seconds(phase: str, runs: float, calls: float, loop: dict, measured: dict | None, lm: Mapping) -> tuple[float, str]:
+    """Wall seconds of a phase: an earlier run's seconds per run of that phase, else the estimates."""
+    before = ((measured or {}).get("ledger", {}).get("by_phase") or {}).get(phase)
+    if before and before.get("runs", 0) > 0 and runs > 0:
+        return runs * before["seconds"] / before["runs"], "measured"
+    if before and before["seconds"] and ((phase == "lrf_training" and loop.get("lrf_steps")) or
+                                         (phase == "lrf_judge" and calls > 0)):
+        return float(before["seconds"]), "measured"  # no runs to scale by: the earlier run's time as it was
+    local = str(lm.get("model", "")).startswith("local/")
+    per_call = ESTIMATE["seconds_per_local_call"] if local else (
+        ESTIMATE["seconds_per_api_call"] / max(1, int(lm.get("concurrency", 1) or 1)))
+    steps = {"lrf_training": loop.get("lrf_steps", 0), "adaptation": loop.get("stage2_steps", 0)}.get(phase, 0)
+    return calls * per_call + steps * ESTIMATE["seconds_per_lrf_step"], "estimate"
+
+
+def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = Path(".")) -> dict:
+    """The plan as results.json stores it: per phase runs, calls, tokens, dollars and seconds."""
+    system, lm = pipeline.system, OmegaConf.to_container(cfg.lm, resolve=True)
+    counts, loop = count_phases(pipeline, splits, cfg)
+    earlier = previous_run(pipeline.name, str(cfg.method.name), root)
+    measured = earlier[1] if earlier else None
+    price = price_per_token(lm)
+    rows: dict[str, dict] = {}
+    for phase, count in counts.items():
+        runs = sum(count.executions.values()) / len(system)
+        prompt = completion = 0.0
+        basis = set()
+        for name, calls in count.calls.items():
+            per = _per_call_tokens(measured, name)
+            basis.add("measured" if per else "estimate")
+            p, c = per or _estimated_tokens(system, name, lm)
+            prompt, completion = prompt + calls * p, completion + calls * c
+        calls = sum(count.calls.values())
+        seconds, time_basis = _seconds(phase, runs, calls, loop, measured, lm)
+        if not (runs or calls or seconds):
+            continue
+        rows[phase] = {
+            "runs": round(runs, 4), "calls": round(calls, 2), "tokens": round(prompt + completion),
+            "usd": None if price is None else round(prompt * price[0] + completion * price[1], 6),
+            "seconds": round(seconds, 1), "tokens_from": "/".join(sorted(basis)) or "-", "seconds_from": time_basis,
+        }
+    total = {k: round(sum(r[k] for r in rows.values()), 4) for k in ("runs", "calls", "tokens", "seconds")}
+    total["usd"] = None if price is None else round(sum(r["usd"] for r in rows.values()), 6)
+    return {
+        "phases": rows, "total": total, "model": lm.get("model"),
+        "price": None if price is None else {"input_per_token": price[0], "output_per_token": price[1],
+                                             "source": price[2]},
+        "measured_from": str(earlier[0]) if earlier else None,
+        "estimates": {} if earlier else dict(ESTIMATE),
+        "assumptions": ASSUMPTIONS if cfg.method.name in LOOP_METHODS else ASSUMPTIONS[:1],
+        **{k: v for k, v in loop.items() if k in ("accepted_updates", "pairs", "not_planned")},
+    }
+
+
+def plan_run(cfg: DictConfig) -> str:
+    """`optimas plan`: build the pipeline and its splits as `optimas run` would, and render the plan."""
+    from optimas_cli.flows.setup import budget_splits, build_pipeline
+
+    pipeline = build_pipeline(cfg)
+    splits = budget_splits(pipeline, build_budget(cfg))
+    title = (f"plan: {pipeline.name} · method {cfg.method.name} · budget {cfg.budget.name} · "
+             f"splits {splits.sizes()} · repeats {cfg.repeats}")
+    return render(make_plan(cfg, pipeline, splits), title)
+
+
+def render(plan: dict, title: str) -> str:
+    """The plan as a fixed-width table plus the lines that say where its numbers come from."""
+    usd = "unpriced" if plan["price"] is None else None
+    lines = [title, f"{'phase':<18} {'runs':>9} {'LM calls':>9} {'tokens':>11} {'dollars':>10} {'wall':>9}  from"]
+    for phase, r in [*plan["phases"].items(), ("total", plan["total"])]:
+        dollars = usd or f"${r['usd']:.4f}"
+        src = "" if phase == "total" else f"tokens {r['tokens_from']}, time {r['seconds_from']}"
+        lines.append(f"{phase:<18} {r['runs']:>9.2f} {r['calls']:>9.1f} {r['tokens']:>11,.0f} {dollars:>10} "
+                     f"{_duration(r['seconds']):>9}  {src}")
+    lines.append(f"model {plan['model']}: " + (
+        "no price known (set lm.price.input_per_mtok and lm.price.output_per_mtok)" if plan["price"] is None
+        else plan["price"]["source"]))
+    lines.append(f"measured from {plan['measured_from']}" if plan["measured_from"] else
+                 "no earlier run of this pipeline under outputs/ or multirun/: tokens and time are estimates "
+                 + ", ".join(f"{k}={v}" for k, v in plan["estimates"].items()))
+    if "accepted_updates" in plan:
+        lines.append(f"expected preference pairs {plan['pairs']:.0f}, accepted updates {plan['accepted_updates']:.2f}")
+    if "not_planned" in plan:
+        lines.append(plan["not_planned"])
+    lines += [f"assumes {a}" for a in plan["assumptions"]]
+    return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h")

@@ -1,0 +1,107 @@
+"""`optimas plan` predicts the equivalent system runs of the executed run, phase by phase (issue 16).
+
+The toys are deterministic, so the plan's runs must equal the ledger's exactly; tokens and time are
+estimates here (no earlier run in the test's folder) and only have to be stated as such.
+"""
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from rich.console import Console
+
+from optimas_cli.conf import CONF_DIR
+from optimas_cli.flows.plan import make_plan, price_per_token, render
+from optimas_cli.flows.run import run
+from optimas_cli.system.run_folder import RunFolder
+from tests.test_lrf_tiny_backbone import build_tiny_bert
+
+
+@pytest.fixture(scope="module")
+def tiny_backbone(tmp_path_factory):
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
+
+
+def composed(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def runs_by_phase(ledger: dict) -> dict[str, float]:
+    return {p: row["runs"] for p, row in ledger["by_phase"].items() if row["runs"]}
+
+
+# The model selector's pairs differ only in a one-letter model name, which the tiny random backbone
+# cannot tell apart: its gate rejects, against the plan's assumption. tests/test_toys_optimas.py checks
+# that toy's plan with the real MiniLM.
+@pytest.mark.parametrize("pipeline, method", [
+    ("toy_retriever", "optimas"), ("toy_hint", "optimas"),
+    ("toy_retriever", "unoptimized"), ("toy_hint", "unoptimized"), ("toy_model_selector", "unoptimized"),
+])
+def test_plan_predicts_the_runs_of_a_toy_exactly(tmp_path, monkeypatch, tiny_backbone, pipeline, method):
+    monkeypatch.chdir(tmp_path)  # no earlier run under ./outputs: the plan states its estimates
+    cfg = composed(f"pipeline={pipeline}", f"method={method}", "budget=smoke", f"lrf.backbone={tiny_backbone}",
+                   "lrf.max_length=96", "lrf.judge.enabled=false")
+    results = run(cfg, RunFolder(tmp_path / "run"), Console(quiet=True))
+    plan = results["plan"]
+    assert {p: row["runs"] for p, row in plan["phases"].items() if row["runs"]} == runs_by_phase(results["ledger"])
+    assert plan["total"]["runs"] == results["ledger"]["runs"]
+    assert plan["total"]["calls"] == results["ledger"]["calls"] == 0  # the toys call no LM (judge off)
+    assert plan["measured_from"] is None and plan["estimates"]
+    if method == "optimas":
+        assert plan["accepted_updates"] == sum(h["accepted"] for h in results["history"]) == 1
+
+
+def test_plan_measures_from_an_earlier_run_of_the_pipeline(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = composed("pipeline=toy_retriever", "method=unoptimized", "budget=smoke")
+    first = run(cfg, RunFolder(tmp_path / "outputs" / "day" / "first"), Console(quiet=True))
+    from optimas_cli.flows.setup import budget_splits, build_budget, build_pipeline
+
+    pipeline = build_pipeline(cfg)
+    again = make_plan(cfg, pipeline, budget_splits(pipeline, build_budget(cfg)))
+    assert again["measured_from"].endswith("first")
+    assert again["phases"]["test"]["seconds_from"] == "measured"
+    measured = first["ledger"]["by_phase"]["test"]
+    assert again["phases"]["test"]["seconds"] == pytest.approx(measured["seconds"], abs=0.1)
+
+
+def test_api_models_are_priced_from_litellms_cost_map_and_unknown_ones_are_unpriced():
+    import litellm
+
+    entry = litellm.model_cost["gpt-4o-mini"]
+    assert price_per_token({"model": "gpt-4o-mini"})[:2] == (entry["input_cost_per_token"], entry["output_cost_per_token"])
+    assert price_per_token({"model": "hosted_vllm/my-own-model"}) is None
+    assert price_per_token({"model": "x", "price": {"input_per_mtok": 1.0, "output_per_mtok": 4.0}})[:2] == (1e-6, 4e-6)
+
+
+def test_plan_prints_dollars_for_an_api_model_without_calling_it(tmp_path, monkeypatch):
+    """lm=openai: no key, no network; the plan only reads the cost map."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cfg = composed("pipeline=toy_retriever", "method=optimas", "budget=smoke", "lm=openai")
+    from optimas_cli.flows.plan import plan_run
+
+    text = plan_run(cfg)
+    assert "litellm cost map" in text and "unpriced" not in text
+    assert text.splitlines()[1].split()[:2] == ["phase", "runs"]
+    assert "assumes the first proposal for each component is accepted" in render(
+        make_plan(cfg, *_pipeline_and_splits(cfg)), "t")
+
+
+def _pipeline_and_splits(cfg):
+    from optimas_cli.flows.setup import budget_splits, build_budget, build_pipeline
+
+    pipeline = build_pipeline(cfg)
+    return pipeline, budget_splits(pipeline, build_budget(cfg))
+
+
+def test_plan_command_prints_the_plan_and_writes_nothing(tmp_path):
+    from tests.test_cli_bad_values import optimas
+
+    proc = optimas("plan", "pipeline=toy_retriever", "budget=smoke", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    total = next(line for line in proc.stdout.splitlines() if line.startswith("total"))
+    assert total.split()[1] == "54.00"  # the executed run's 54 equivalent runs (the test above checks every phase)
+    assert list(tmp_path.iterdir()) == []  # a plan is not a run: no run folder, no outputs/
+    refused = optimas("plan", "pipeline=toy_retriever", "repeats=0", cwd=tmp_path)
+    assert refused.returncode == 2 and "repeats must be at least 1" in refused.stderr
