@@ -16,6 +16,7 @@ from optimas_cli.optim import optimize_component
 from optimas_cli.optim.scheduler import ComponentScheduler
 from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory
 from optimas_cli.system.evaluate import rewards
+from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
 from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
@@ -89,13 +90,14 @@ class OptimasLoop:
         start, config, history, rng = self._load_or_start()
         vctx = self.ctx.replace(phase="validation", lrf=self.lrf)
         octx = self.ctx.replace(phase="local_optimization", lrf=self.lrf)
+        sctx = self.ctx.replace(phase=SEARCH_SAMPLE_PHASE, lrf=self.lrf)
         # Cached trajectories: validation re-runs only the changed component and what follows it;
         # the search sample's cached inputs feed the local optimizers.
         with self.ctx.ledger.timed("validation"):
             val_trajs = self.system.run(self.val, config, vctx)
             val_total = self._validate(val_trajs)
         with self.ctx.ledger.timed("local_optimization"):
-            search = self.system.run(self.train[: self.settings.search_size], config, octx)
+            search = self.system.run(self.train[: self.settings.search_size], config, sctx)
         self._observe(search, config)
         if start == 0:
             self._checkpoint(0, config, history, rng)
@@ -127,7 +129,7 @@ class OptimasLoop:
                 entry["val_candidate"] = cand_total
                 if cand_total > val_total:  # strictly higher: ties and losses are rejected
                     config, val_trajs, val_total = candidate, cand_trajs, cand_total
-                    search = self.system.run_from(name, search, config, octx)
+                    search = self.system.run_from(name, search, config, sctx)
                     self._observe(search, config)
                     entry.update(accepted=True, val_after=cand_total)
                     if self.adapt is not None:
