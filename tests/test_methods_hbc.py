@@ -7,7 +7,16 @@ import pytest
 from optimas_cli.methods.hbc import HBC
 from optimas_cli.methods.scorers import ReferenceSimilarityScorer, TextEmbedder, input_key
 from optimas_cli.optim import choice, score_value
-from optimas_cli.system import Component, CompoundSystem, ConfigKind, Metric, Pipeline, RunContext, RunLedger, Splits
+from optimas_cli.system import (
+    Component,
+    CompoundSystem,
+    ConfigKind,
+    Metric,
+    Pipeline,
+    RunContext,
+    RunLedger,
+    Splits,
+)
 from pipelines.toys import retriever
 from tests.test_lrf_tiny_backbone import build_tiny_bert
 from tests.test_methods_toys import (
