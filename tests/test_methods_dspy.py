@@ -1,4 +1,4 @@
-"""dspy: the real DSPy MIPROv2 (instructions only) over the compound system, through the run's LM."""
+"""dspy: the real DSPy MIPROv2 (instructions + few-shot demos) over the compound system, through the run's LM."""
 from __future__ import annotations
 
 import copy
@@ -7,11 +7,13 @@ import pytest
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.dspy_mipro import PROPOSER_TAG, CompoundProgram, DSPyMIPRO, SystemRuntime
-from optimas_cli.system import RunContext, RunLedger
+from optimas_cli.system import CompoundSystem, ConfigKind, Metric, Pipeline, RunContext, RunLedger, Splits
 from pipelines.toys import retriever
 from tests.fakes import ScriptedLM
 from tests.test_methods_toys import (
+    CAPITALS,
     GOOD_INSTRUCTION,
+    Answerer,
     capitals,
     capitals_lm,
     capitals_reply,
@@ -19,6 +21,7 @@ from tests.test_methods_toys import (
     optimize_and_test,
     pubmedqa_lm,
     pubmedqa_smoke,
+    scripted_reply,
     smoke_budget,
 )
 
@@ -41,6 +44,45 @@ def test_optimizes_the_instructions_of_the_capitals_toy(tmp_path):
     assert sum(component == PROPOSER_TAG for component, _ in lm.requests) == info["proposer_calls"]
     phases = ctx.ledger.to_dict()["by_phase"]
     assert phases["validation"]["runs"] > 0 and phases["local_optimization"]["runs"] > 0
+
+
+def learns_from_examples() -> tuple[Pipeline, ScriptedLM]:
+    """One answerer whose LM names the capital only when its prompt shows worked examples: no
+    instruction helps, demonstrations do."""
+    answerer = Answerer("answerer", "Answers the question in one word.", inputs=("question",), outputs=("answer",),
+                        kind=ConfigKind.PROMPT, default="Reply to the question.")
+    system = CompoundSystem([answerer], inputs=("question",), outputs=("answer",))
+    rows = [{"question": f"What is the capital of {c}?", "answer": k} for c, k in CAPITALS]
+    metric = Metric("exact_match", lambda ex, out: float(out["answer"] == ex["answer"]))
+    pipeline = Pipeline("toy_examples", system, Splits(rows[:6], rows[6:8], rows[8:]), metric)
+
+    def answer(request):
+        user = request.messages[-1]["content"]
+        if user.startswith("Question: "):
+            capital = next(k for c, k in CAPITALS if c in user)
+            return capital if "Examples:" in request.messages[0]["content"] else "I am not sure."
+        return scripted_reply(request, "Reply to the question briefly.")
+
+    return pipeline, ScriptedLM(answer)
+
+
+def test_mipro_bootstraps_demos_into_the_configuration_by_default(tmp_path):
+    pipeline, lm = learns_from_examples()
+    method = DSPyMIPRO(budget=smoke_budget(iterations=4))
+    outcome, test, _ = optimize_and_test(method, pipeline, pipeline.splits, lm, tmp_path)
+    info = outcome.extras["dspy"]
+    assert info["few_shot"] and info["max_bootstrapped_demos"] == info["max_labeled_demos"] == 4
+    assert info["demos"]["answerer"] > 0 and "Examples:\n\nquestion: What is the capital of" in outcome.config["answerer"]
+    assert info["best_val_mean"] == 1.0 and test["mean"] == 1.0  # the test run reads the demos from the config
+
+
+def test_instructions_only_is_an_option(tmp_path):
+    pipeline, lm = learns_from_examples()
+    method = DSPyMIPRO(budget=smoke_budget(iterations=4), few_shot=False)
+    outcome, test, _ = optimize_and_test(method, pipeline, pipeline.splits, lm, tmp_path)
+    info = outcome.extras["dspy"]
+    assert info["demos"] == {"answerer": 0} and "Examples:" not in outcome.config["answerer"]
+    assert info["best_val_mean"] == 0.0 and test["mean"] == 0.0
 
 
 def test_unparseable_proposer_replies_are_counted_not_fatal(tmp_path):
@@ -88,7 +130,17 @@ def test_runs_end_to_end_on_pubmedqa(tmp_path):
     for name in ("context_model_selector", "solver_model_selector"):  # not prompt components: left alone
         assert outcome.config[name] == default[name]
     assert all(isinstance(outcome.config[n], str) and outcome.config[n] for n in info["components"])
-    assert test["n"] == 4 and 0.0 <= test["mean"] <= 1.0
+    assert info["parse_failures"] == 0
+    # The labeled rows show question -> answer, which the solver's demos keep; they carry no summary, so
+    # the analyst gets none (and no run scored, so nothing was bootstrapped).
+    assert "Examples:\n\nquestion: " in outcome.config["problem_solver"]
+    assert "Examples:" not in outcome.config["context_analyst"]
+    # The default program scores 0 on validation: the solver stays on smollm2, which the scripted LM
+    # makes wrong on every row; the best trial's gain (an answer parsed as 'maybe') was accepted strictly.
+    assert outcome.history[0].val_candidate == 0.0
+    best = max(h.val_candidate for h in outcome.history)
+    assert info["best_val_mean"] == best / len(splits.val) and any(h.accepted for h in outcome.history)
+    assert test["n"] == 4 and test["mean"] == 0.0  # the test rows are yes/no only
 
 
 def test_dspy_prints_go_to_the_run_log_not_the_terminal(capsys, caplog):

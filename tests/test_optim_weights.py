@@ -72,7 +72,8 @@ def test_grpo_steps_train_a_fresh_adapter_then_continue_it(tiny_model, tiny_lm, 
     log = json.loads(open(f"{first.value}/optimas_adapter.json").read())
     assert log["algorithm"] == "GRPO" and len(log["train_rewards"]) == 2
     assert first.local_score is not None and first.baseline_score is not None
-    assert ctx.ledger.executions["local_optimization"]["reviewer"] == 2 * len(SEARCH)
+    # GRPO's generations (steps x prompts_per_step x num_generations), then current vs new on the search inputs
+    assert ctx.ledger.executions["local_optimization"]["reviewer"] == 2 * 1 * 4 + 2 * len(SEARCH)
     assert lrf.calls == 2 + 2  # r_k as the reward of each GRPO step's completions, then current vs new
 
     second = optimize_component(component, first.value, SEARCH, lrf, ctx, cfg)

@@ -10,7 +10,7 @@ from optimas_cli.lm.local.registry import register_local_model
 from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.evaluate import evaluate
 from pipelines.pubmedqa import build
-from pipelines.pubmedqa.metric import LABELS
+from pipelines.pubmedqa.metric import DEFAULT_DECISION, LABELS, parse_decision
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OPTIMAS_DATA_DIR") or ROOT.parent / "shared" / "data")
@@ -19,14 +19,16 @@ pytestmark = pytest.mark.skipif(not (DATA / "pubmedqa").exists(), reason="needs 
 
 
 class RecordingLM:
-    """The real client, with the model of every request noted per component."""
+    """The real client, with the model of every request and the text of every reply noted per component."""
 
     def __init__(self, client):
-        self.client, self.models = client, set()
+        self.client, self.models, self.texts = client, set(), {}
 
     def complete(self, requests, component="-"):
         self.models |= {(component, r.model) for r in requests}
-        return self.client.complete(requests, component=component)
+        responses = self.client.complete(requests, component=component)
+        self.texts.setdefault(component, []).extend(r.texts[0] for r in responses)
+        return responses
 
 
 def test_real_rows_run_through_the_local_provider_with_the_chosen_models(tiny_model, tiny_model_dir, tiny_lm):
@@ -44,5 +46,10 @@ def test_real_rows_run_through_the_local_provider_with_the_chosen_models(tiny_mo
     assert usage["context_analyst"]["calls"] == usage["problem_solver"]["calls"] == 4
     assert usage["context_analyst"]["prompt_tokens"] > usage["problem_solver"]["prompt_tokens"]  # contexts are long
 
+    # The random model commits to no label: every solver reply is a parse failure, which falls back to
+    # the parser's default decision, and the four rows' gold labels are yes/no, so nothing scores.
+    failures = sum(parse_decision(text, default="") == "" for text in lm.texts["problem_solver"])
+    assert failures == 4 and [t.state["answer"] for t in trajs] == [DEFAULT_DECISION] * 4
+    assert DEFAULT_DECISION not in {ex["answer"] for ex in examples}
     result = evaluate(pipeline, config, examples, ctx)
-    assert 0.0 <= result["mean"] <= 1.0 and result["n"] == 4
+    assert result["mean"] == 0.0 and result["n"] == 4

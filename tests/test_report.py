@@ -37,9 +37,11 @@ def fake_optimas(base: dict, *, seed: int, mean: float, fresh_size: int | None =
     if pipeline:
         results["pipeline"] = pipeline
     results["test"] = {"mean": mean, "std": 0.0125 * (seed + 1), "scores": [mean - 0.01, mean, mean + 0.01], "n": 5}
-    results["ledger"] = {"runs": 42.5 + seed, "calls": 300 + seed, "tokens": 12345 + seed, "cost": 0.0, "seconds": 3.0,
-                         "by_phase": {"test": {"runs": 15.0}, "final_validation": {"runs": 5.0},
-                                      "validation": {"runs": 12.5 + seed}}, "lm": {}}
+    results["ledger"] = {"runs": 42.5 + seed, "paper_runs": 40.0 + seed, "calls": 300 + seed, "tokens": 12345 + seed,
+                         "cost": 0.0, "seconds": 3.0,
+                         "by_phase": {"test": {"runs": 15.0, "paper_runs": 15.0},
+                                      "final_validation": {"runs": 5.0, "paper_runs": 5.0},
+                                      "validation": {"runs": 12.5 + seed, "paper_runs": 10.0 + seed}}, "lm": {}}
     results["history"] = [
         {"iteration": 1, "component": "hinter", "val_before": 2.1, "val_after": 2.1, "val_candidate": 1.9, "accepted": False},
         {"iteration": 2, "component": "hinter", "val_before": 2.1, "val_after": 2.6, "val_candidate": 2.6, "accepted": True},
@@ -149,9 +151,10 @@ def test_table3_costs_equal_the_ledgers(runs):
         ledger = results_of(runs, "sweep", job)["ledger"]
         row = rows[(results_of(runs, "sweep", job)["pipeline"], "unoptimized", "")]
         assert float(row["system_runs"]) == ledger["runs"] and int(row["lm_tokens"]) == ledger["tokens"]
-        assert float(row["optimization_runs"]) == 0.0  # unoptimized: only final validation and test
+        assert float(row["executed_runs"]) == 0.0 and float(row["paper_runs"]) == 0.0  # only final validation and test
     hint = rows[("toy_hint", "optimas", "")]
-    assert float(hint["system_runs"]) == 43.0 and float(hint["optimization_runs"]) == 23.0  # mean of 22.5, 23.5
+    assert float(hint["system_runs"]) == 43.0 and float(hint["executed_runs"]) == 23.0  # mean of 22.5, 23.5
+    assert float(hint["paper_runs"]) == 20.5  # mean of 20, 21: the paper's accounting, side by side
     assert float(hint["lm_tokens"]) == 12345.5
 
 

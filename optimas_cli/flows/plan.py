@@ -28,7 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 from optimas_cli.flows.setup import build_budget
 from optimas_cli.lrf.judge import JUDGE_COMPONENT
 from optimas_cli.system import Pipeline, Splits
-from optimas_cli.system.component import Component, ConfigKind, route_of
+from optimas_cli.system.component import Component, ConfigKind
+from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
 
 # Stated estimates, used where no earlier run of the pipeline measured the real value.
 ESTIMATE = {
@@ -39,8 +40,8 @@ ESTIMATE = {
     "seconds_per_api_call": 2.0,  # one API round trip; calls overlap up to lm.concurrency
     "seconds_per_lrf_step": 1.5,  # one MiniLM step of 16 pairs on a CPU
 }
-PHASES = ("lrf_collection", "lrf_training", "lrf_judge", "local_optimization", "validation", "adaptation",
-          "final_validation", "test")
+PHASES = ("lrf_collection", "lrf_training", "lrf_judge", "local_optimization", SEARCH_SAMPLE_PHASE, "validation",
+          "adaptation", "final_validation", "test")
 LOOP_METHODS = {"optimas": True, "optimas_no_adapt": False}  # method -> Stage 2 after an acceptance
 ASSUMPTIONS = [
     "every component runs on every input (no `when` skips) and every sampled candidate output is distinct",
@@ -57,15 +58,15 @@ class PhaseCount:
         self.calls: dict[str, float] = defaultdict(float)
         self.fixed_seconds: float | None = None  # time that is not proportional to runs (LRF training)
 
-    def run(self, comp: Component, n: float, calls_per_input: float = 1.0) -> None:
-        self.executions[comp.name] += n
+    def run(self, comp: Component, n: float, values_per_input: float = 1.0) -> None:
+        """n inputs through `comp`; a routing policy runs (and the ledger counts) every value on each."""
+        self.executions[comp.name] += n * values_per_input
         if comp.calls_lm:
-            self.calls[comp.name] += n * calls_per_input
+            self.calls[comp.name] += n * values_per_input
 
 
 def _calls_per_input(comp: Component, value: Any) -> int:
-    """A per-instance routing policy runs the component once per value before picking one."""
-    return len(comp.choices) if route_of(value) is not None else 1
+    return comp.values_per_input(value)
 
 
 def _candidates(comp: Component, collect: Mapping) -> int:
@@ -140,11 +141,11 @@ def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, p
     fresh = min(int(budget.fresh_size), len(fresh_pool))
     opt = {"num_steps": int(budget.num_steps), "num_candidates": int(budget.num_candidates),
            **dict((method.get("optimizer") or {}).get("prompt") or {})}
-    loop_opt, val = phases["local_optimization"], phases["validation"]
+    loop_opt, val, sample = phases["local_optimization"], phases["validation"], phases[SEARCH_SAMPLE_PHASE]
     for name in system.order:  # the opening validation and search-sample runs
         comp = system.components[name]
         val.run(comp, n_val, _calls_per_input(comp, config[name]))
-        loop_opt.run(comp, search, _calls_per_input(comp, config[name]))
+        sample.run(comp, search, _calls_per_input(comp, config[name]))
     accepted, scheduler = 0.0, str(method.get("scheduler", "uniform"))
     for t in range(int(budget.iterations)):
         first = _first_pick_probability(t, m, scheduler)
@@ -154,12 +155,12 @@ def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, p
             validated = first if comp.kind is ConfigKind.CHOICE and comp.per_instance else 1.0
             _scaled(lambda p, n=name: _rerun(system, n, n_val, config, p), share * validated, val)
             # an acceptance: the search sample follows the new configuration; Stage 2; routes re-measured
-            _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, loop_opt)
+            _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, sample)
             if adapt:
                 _scaled(lambda p: _collection(system, config, fresh, collect, p), share * first, phases["adaptation"])
                 if comp.kind is ConfigKind.CHOICE and comp.per_instance:  # adapted routes: validation and search
                     _scaled(lambda p, n=name: _rerun(system, n, n_val, config, p), share * first, val)
-                    _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, loop_opt)
+                    _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, sample)
             accepted += share * first
     stage2 = int(train.get("stage2_steps", 10)) * (accepted if adapt else 0)
     return {"lrf_steps": lrf_steps, "stage2_steps": stage2, "pairs": pairs, "accepted_updates": accepted}

@@ -76,6 +76,7 @@ def ledger_summary(ctx) -> dict:
     totals = lm.get("total", {}) if lm else {}
     return {
         "runs": system["runs"],
+        "paper_runs": system["paper_runs"],
         "calls": totals.get("calls", 0),
         "tokens": totals.get("tokens", 0),
         "cost": totals.get("cost", 0.0),

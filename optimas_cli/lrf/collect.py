@@ -132,6 +132,7 @@ def collect_pairs(
         if comp.when is None or comp.when(x_k):
             active.append((idx, x_k))
     if not active:
+        ctx.ledger.record_pairs(component_name, 0, ctx.phase)
         return []
     inputs = [x for _, x in active]
     candidates, values = _draw_candidates(comp, inputs, config, ctx, num_candidates, temperature, diverse)
@@ -172,6 +173,7 @@ def collect_pairs(
                 PreferencePair(component_name, dict(x_k), dict(candidates[a][hi]), dict(candidates[a][lo]),
                                means[hi], means[lo], meta)
             )
+    ctx.ledger.record_pairs(component_name, len(pairs), ctx.phase)
     if stats is not None:
         stats["examples"] = stats.get("examples", 0) + len(active)
         stats["candidates"] = stats.get("candidates", 0) + sum(len(c) for c in candidates)

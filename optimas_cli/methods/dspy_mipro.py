@@ -1,14 +1,17 @@
-"""DSPy baseline: the real `dspy` package's MIPROv2, instructions only (no few-shot), as in the paper.
+"""DSPy baseline: the real `dspy` package's MIPROv2: instructions + few-shot demonstrations, as in the
+paper (a MIPRO candidate is an instruction with a set of demos); `few_shot=False` tunes instructions only.
 
 How the compound system meets DSPy:
 - `CompoundProgram` is a dspy.Module with one dspy.Predict per PROMPT component; the predictor's
   signature instruction is that component's prompt. Its forward runs OUR components (their own
   message templates, models, parsing, the run's LM layer and ledger) with the instructions read
   from the predictors, and returns the system's final outputs. The predictors are never called
-  through DSPy's adapters; besides carrying the instruction MIPROv2 tunes, they record each
-  component's inputs and outputs in DSPy's trace, which MIPROv2 bootstraps its task
-  demonstrations from (used, in the zero-shot setting, only to ground instruction proposals).
-  Other components keep their default configuration.
+  through DSPy's adapters; besides carrying the instruction and the demos MIPROv2 tunes, they
+  record each component's inputs and outputs in DSPy's trace, which MIPROv2 bootstraps its task
+  demonstrations from (kept when the run's traces scored, plus labeled training examples). A
+  component's configuration is one string: the instruction, then its demos as "Examples:"
+  blocks of 'field: value' lines (each value cut at DEMO_FIELD_CHARS, so long contexts stay
+  within a small model's window). Other components keep their default configuration.
 - The metric is the pipeline's global metric on the final output. MIPROv2's trials run on the
   validation split (phase "validation" in the ledger), bootstrapping on the training split
   (phase "local_optimization"). Trajectories are cached per (example, instructions), and a
@@ -39,6 +42,7 @@ from dspy.utils.callback import BaseCallback
 from dspy.utils.exceptions import AdapterParseError
 
 from optimas_cli.errors import UserError
+from optimas_cli.lrf.text import format_value
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.methods.scorers import input_key
 from optimas_cli.optim.history import HistoryEntry
@@ -49,6 +53,7 @@ from optimas_cli.system.budget import Budget
 log = logging.getLogger("optimas")
 PROPOSER_TAG = "dspy.proposer"
 EXCERPT_CHARS = 300
+DEMO_FIELD_CHARS = 600
 
 
 # -- DSPy's LM calls through the run's LM layer ------------------------------------------------------
@@ -100,6 +105,21 @@ def dspy_field(name: str) -> str:
     return f"{name}_value" if hasattr(dspy.Signature, name) else name
 
 
+def with_demos(instruction: str, demos: Sequence, inputs: Sequence[str], outputs: Sequence[str]) -> str:
+    """The instruction followed by the demos that show at least one input and one output field."""
+    blocks = []
+    for demo in demos:
+        shown = [[(f, demo.get(dspy_field(f))) for f in fields if demo.get(dspy_field(f)) is not None]
+                 for fields in (inputs, outputs)]
+        if all(shown):
+            blocks.append("\n".join(f"{f}: {_cut(format_value(v))}" for f, v in shown[0] + shown[1]))
+    return f"{instruction}\n\nExamples:\n\n" + "\n\n".join(blocks) if blocks else instruction
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= DEMO_FIELD_CHARS else text[: DEMO_FIELD_CHARS - 1] + "…"
+
+
 class SystemRuntime:
     """Everything behind the DSPy program: the system, run context, signatures and trajectory cache.
 
@@ -134,11 +154,14 @@ class SystemRuntime:
         return getattr(program, self.attribute[name])
 
     def prompt_values(self, program) -> dict:
-        """Each prompt component's configuration: its predictor's instruction (the default when unchanged)."""
+        """Each prompt component's configuration: its predictor's instruction (the default when unchanged)
+        and demos."""
         values = {}
         for name in self.prompt_names:
-            text = self.predictor(program, name).signature.instructions
-            values[name] = self.default[name] if text == self.original[name] else text
+            predictor, comp = self.predictor(program, name), self.system.components[name]
+            text = predictor.signature.instructions
+            shown = with_demos(text, predictor.demos, comp.inputs, comp.outputs)
+            values[name] = self.default[name] if shown == self.original[name] else shown
         return values
 
     def forward(self, program, inputs: dict):
@@ -286,21 +309,27 @@ def dspy_logs_to_run_log():
 
 
 class DSPyMIPRO(Method):
-    """MIPROv2 with auto=None: `num_candidates` instructions per predictor (the first is the original,
-    so the default budget adds budget.num_candidates new ones), `num_trials` Bayesian-optimization
-    trials (default budget.iterations), each a full evaluation on the validation split unless
-    `minibatch` is set."""
+    """MIPROv2 with auto=None: `num_candidates` instructions (the first is the original, so the default
+    budget adds budget.num_candidates new ones) and as many demo sets per predictor, `num_trials`
+    Bayesian-optimization trials (default budget.iterations), each a full evaluation on the
+    validation split unless `minibatch` is set. `few_shot`: demo sets of up to
+    `max_bootstrapped_demos` bootstrapped and `max_labeled_demos` labeled examples (MIPROv2's
+    defaults, 4 and 4); False: instructions only."""
 
     def __init__(self, budget: Budget, name: str = "dspy", console=None, seed: int = 0, num_candidates: int | None = None,
                  num_trials: int | None = None, minibatch: bool = False, minibatch_size: int = 35,
                  init_temperature: float = 1.0, max_tokens: int = 512, view_data_batch_size: int = 10,
-                 program_aware: bool = True, data_aware: bool = True, tip_aware: bool = True, fewshot_aware: bool = True):
+                 program_aware: bool = True, data_aware: bool = True, tip_aware: bool = True, fewshot_aware: bool = True,
+                 few_shot: bool = True, max_bootstrapped_demos: int = 4, max_labeled_demos: int = 4):
         super().__init__(name, budget, console)
         self.seed = int(seed)
         self.num_candidates = int(num_candidates if num_candidates is not None else budget.num_candidates + 1)
         self.num_trials = int(num_trials if num_trials is not None else budget.iterations)
         self.minibatch, self.minibatch_size = bool(minibatch), int(minibatch_size)
         self.init_temperature, self.max_tokens = float(init_temperature), int(max_tokens)
+        self.few_shot = bool(few_shot)
+        self.demos = {"max_bootstrapped_demos": int(max_bootstrapped_demos) if few_shot else 0,
+                      "max_labeled_demos": int(max_labeled_demos) if few_shot else 0}
         self.proposer = {"view_data_batch_size": int(view_data_batch_size), "program_aware_proposer": program_aware,
                          "data_aware_proposer": data_aware, "tip_aware_proposer": tip_aware,
                          "fewshot_aware_proposer": fewshot_aware}
@@ -325,10 +354,10 @@ class DSPyMIPRO(Method):
         trainset = [dspy.Example(**ex).with_inputs(*system.inputs) for ex in splits.train]
         valset = [dspy.Example(**ex).with_inputs(*system.inputs) for ex in splits.val]
         optimizer = dspy.MIPROv2(metric=metric, prompt_model=lm, task_model=lm, auto=None,
-                                 num_candidates=self.num_candidates, max_bootstrapped_demos=0, max_labeled_demos=0,
-                                 num_threads=1, seed=self.seed, init_temperature=self.init_temperature)
+                                 num_candidates=self.num_candidates, **self.demos, num_threads=1, seed=self.seed,
+                                 init_temperature=self.init_temperature)
         self.console.print(f"[bold]DSPy MIPROv2[/] · {prompt_names} · {self.num_candidates} candidates · "
-                      f"{self.num_trials} trials")
+                           f"{self.num_trials} trials · " + ("few-shot" if self.few_shot else "instructions only"))
         status, error, best = "optimized", None, None
         with ctx.ledger.timed("local_optimization"), phase("DSPy MIPROv2 trials", lm=ctx.lm), dspy_logs_to_run_log(), \
                 dspy.context(lm=lm, callbacks=[observer]):
@@ -345,6 +374,8 @@ class DSPyMIPRO(Method):
             "status": status, "error": error, "parse_failures": observer.parse_failures,
             "parse_failure_excerpts": observer.failure_excerpts, "proposer_calls": engine.calls,
             "num_candidates": self.num_candidates, "num_trials": self.num_trials, "components": prompt_names,
+            "few_shot": self.few_shot, **self.demos,
+            "demos": {n: len(runtime.predictor(best, n).demos) for n in prompt_names} if best is not None else {},
             "best_val_mean": (float(best.score) / 100.0) if best is not None and hasattr(best, "score") else None,
             "changed": [n for n in prompt_names if config[n] != runtime.default[n]],
         }

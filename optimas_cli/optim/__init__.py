@@ -65,12 +65,14 @@ def score_value(
     """Run ONE component under `value` on `inputs` and score its outputs with r_k.
 
     Returns (mean r_k, outputs, per-input r_k). Nothing else of the system runs; the execution
-    is recorded in the ledger (a partial run of 1 of K components per input) under ctx.phase.
+    is recorded in the ledger (a partial run of 1 of K components per input) under ctx.phase, as
+    local scoring (executed, not charged by the paper's accounting).
     """
     if not inputs:
         raise ValueError(f"component {component.name!r}: local optimization needs at least one search input")
     outputs = component.execute(list(inputs), value, ctx)
-    ctx.ledger.record(component.name, len(inputs), ctx.phase)
+    ctx.ledger.record(component.name, len(inputs), ctx.phase, values_run=component.values_per_input(value),
+                      local_scoring=True)
     scores = [float(s) for s in lrf.score(component.name, list(inputs), outputs)]
     if len(scores) != len(inputs):
         raise RuntimeError(f"the local reward of {component.name!r} returned {len(scores)} scores for {len(inputs)} inputs")

@@ -23,6 +23,7 @@ from optimas_cli.progress import phase
 from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory, route_of
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.evaluate import rewards
+from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
 from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
@@ -128,6 +129,7 @@ class OptimasLoop:
         start, config, history, rng = self._load_or_start()
         vctx = self.ctx.replace(phase="validation", lrf=self.lrf)
         octx = self.ctx.replace(phase="local_optimization", lrf=self.lrf)
+        sctx = self.ctx.replace(phase=SEARCH_SAMPLE_PHASE, lrf=self.lrf)
         # Cached trajectories: validation re-runs only the changed component and what follows it;
         # the search sample's cached inputs feed the local optimizers.
         with self.ctx.ledger.timed("validation"):
@@ -135,7 +137,7 @@ class OptimasLoop:
             val_scores = self._validate(val_trajs)
         self.gate.log_detectable(val_scores)
         with self.ctx.ledger.timed("local_optimization"):
-            search = self.system.run(self.train[: self.settings.search_size], config, octx)
+            search = self.system.run(self.train[: self.settings.search_size], config, sctx)
         self._observe(search, config)
         if start == 0:
             self._checkpoint(0, config, history, rng)
@@ -164,12 +166,12 @@ class OptimasLoop:
                 entry.gate = decision.to_dict()
                 if decision.accepted:
                     config, val_trajs, val_scores = candidate, cand_trajs, cand_scores
-                    search = self.system.run_from(name, search, config, octx)
+                    search = self.system.run_from(name, search, config, sctx)
                     self._observe(search, config)
                     entry.accepted, entry.val_after = True, sum(cand_scores)
                     if self.adapt is not None:
                         val_trajs, val_scores, search = self._adapt(config, val_trajs, val_scores, search, entry,
-                                                                    vctx, octx)
+                                                                    vctx, sctx)
             else:
                 entry.note = "the local optimizer kept the current value"
             entry.runs_so_far = round(self.ctx.ledger.equivalent_runs(), 2)
@@ -185,7 +187,7 @@ class OptimasLoop:
         if hasattr(self.lrf, "observe"):
             self.lrf.observe(search, config)
 
-    def _adapt(self, config, val_trajs, val_scores, search, entry, vctx, octx):
+    def _adapt(self, config, val_trajs, val_scores, search, entry, vctx, sctx):
         """Stage 2 after an accepted update, under the gate like any other change.
 
         An adapted LRF changes what per-instance {"route": "lrf"} choices pick, so the routes are
@@ -206,7 +208,7 @@ class OptimasLoop:
                 return val_trajs, val_scores, search
             entry.details["adaptation"] = "kept"
             val_trajs, val_scores, entry.val_after = trajs, adapted, sum(adapted)
-            search = self.system.run_changed(routed, search, config, octx)
+            search = self.system.run_changed(routed, search, config, sctx)
             self._observe(search, config)
         if self.save_lrf is not None:
             self.save_lrf()

@@ -161,7 +161,9 @@ def train_adapter(
     del trainer, model
     gc.collect()
     shutil.rmtree(scratch, ignore_errors=True)
-    return {"train_rewards": rewards, "train_seconds": round(seconds, 3), "steps": args.max_steps, "seed": seed}
+    # Each step samples `batch` completions (trl: steps_per_generation 1, num_iterations 1): component runs.
+    return {"train_rewards": rewards, "train_seconds": round(seconds, 3), "steps": args.max_steps,
+            "generations": args.max_steps * batch, "seed": seed}
 
 
 def propose(
@@ -190,6 +192,7 @@ def propose(
     out_dir = Path(tempfile.mkdtemp(prefix=f"{component.name}-", dir=work_dir))
     seed = int(make_rng(rng, cfg, ctx).integers(1 << 31))
     log = train_adapter(component, current_value, search_inputs, lrf, base, out_dir, cfg, seed)
+    ctx.ledger.record(component.name, log["generations"], ctx.phase, local_scoring=True)
     log.update({"algorithm": "GRPO", "base_model": base, "parent_adapter": current_value, "adapter": str(out_dir)})
     (out_dir / "optimas_adapter.json").write_text(json.dumps(log, indent=2))
 

@@ -71,6 +71,10 @@ class Component:
         """The values a choice optimizer or a preference collector enumerates."""
         return list(self.choices)
 
+    def values_per_input(self, value: Any) -> int:
+        """How many values `execute` runs on each input: every candidate under a routing policy, else one."""
+        return len(self.candidate_values()) if route_of(value) is not None else 1
+
     def execute(self, inputs: list[dict], value: Any, ctx: RunContext) -> list[dict]:
         """Run the component, resolving a per-instance routing policy into one value per input."""
         route = route_of(value)

@@ -1,25 +1,57 @@
-"""RunLedger: component executions converted to equivalent full-system runs, plus wall time, per phase."""
+"""RunLedger: what a run cost in equivalent full-system runs, counted two ways, plus wall time, per phase.
+
+Two named counts, side by side:
+
+- executed runs: every component execution that happened, divided by K (a run of m of K components
+  counts m/K). Everything is in: search samples, local scoring, the GRPO generations of a weights
+  component, every value a per-input router runs before it picks one, every Monte Carlo repeat.
+- paper runs: the paper's accounting (Appendix G.4; the seed's Amazon decomposition
+  60 x 2 = 120, 5 x 10 x 2 = 100, 20 x 7 x 2/3 ~ 93): a phase that collects preference pairs
+  (Stage 1, each Stage 2 adaptation) is charged 2 full runs per collected pair, whatever it
+  executed; the system's own runs (validation with the caching discount of re-running only the
+  changed component and what follows it, test, a baseline's rollouts) count one run of each
+  component per input; local scoring (a component run on the search sample for r_k to score, the
+  search sample's own runs, RL generations) is not charged.
+"""
 from __future__ import annotations
 
 import time
 from collections import defaultdict
 from contextlib import contextmanager
 
+SEARCH_SAMPLE_PHASE = "search_sample"  # the loop's search inputs: local scoring's input, not charged by the paper
+RUNS_PER_PAIR = 2  # one full run per candidate of a pair
+
+
+def _counts() -> defaultdict[str, defaultdict[str, int]]:
+    return defaultdict(lambda: defaultdict(int))
+
 
 class RunLedger:
-    """Counts (component, input) executions. A partial run of m of K components counts m/K runs."""
+    """Counts (component, input) executions and collected preference pairs, per phase."""
 
     def __init__(self, num_components: int):
         if num_components < 1:
             raise ValueError("a system has at least one component")
         self.num_components = num_components
-        self.executions: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.executions = _counts()  # everything that ran
+        self.charged = _counts()  # what the paper charges outside pair collection
+        self.pairs = _counts()  # preference pairs collected; a phase with an entry here is charged by its pairs
         self.seconds: dict[str, float] = defaultdict(float)
         self._started = time.perf_counter()
         self._earlier_seconds = 0.0  # wall time of the process(es) this run resumed from
 
-    def record(self, component: str, n_inputs: int, phase: str) -> None:
-        self.executions[phase][component] += n_inputs
+    def record(self, component: str, n_inputs: int, phase: str, *, values_run: int = 1,
+               local_scoring: bool = False) -> None:
+        """`n_inputs` executions of `component`. A per-input router runs `values_run` values on each
+        input (all executed, one charged by the paper); `local_scoring` runs are not charged by the paper."""
+        self.executions[phase][component] += n_inputs * values_run
+        if not local_scoring and phase != SEARCH_SAMPLE_PHASE:
+            self.charged[phase][component] += n_inputs
+
+    def record_pairs(self, component: str, n_pairs: int, phase: str) -> None:
+        """Pairs collected for `component` (0 too: the phase is still a collection phase)."""
+        self.pairs[phase][component] += n_pairs
 
     @contextmanager
     def timed(self, phase: str):
@@ -29,38 +61,56 @@ class RunLedger:
         finally:
             self.seconds[phase] += time.perf_counter() - start
 
+    def _phases(self, phase: str | None) -> list[str]:
+        return [phase] if phase is not None else sorted(set(self.executions) | set(self.pairs))
+
     def equivalent_runs(self, phase: str | None = None) -> float:
-        phases = [phase] if phase is not None else list(self.executions)
-        total = sum(sum(self.executions[p].values()) for p in phases if p in self.executions)
+        """Executed runs: every component execution / K."""
+        total = sum(sum(self.executions[p].values()) for p in self._phases(phase) if p in self.executions)
         return total / self.num_components
+
+    def paper_runs(self, phase: str | None = None) -> float:
+        """The paper's accounting (module docstring)."""
+        total = 0.0
+        for p in self._phases(phase):
+            if p in self.pairs:
+                total += RUNS_PER_PAIR * sum(self.pairs[p].values())
+            elif p in self.charged:
+                total += sum(self.charged[p].values()) / self.num_components
+        return total
 
     def elapsed(self) -> float:
         return self._earlier_seconds + time.perf_counter() - self._started
 
     def state(self) -> dict:
         """Everything counted so far, for a checkpoint: a resumed run goes on counting from here."""
-        return {"executions": {p: dict(c) for p, c in self.executions.items()},
+        return {"executions": _plain(self.executions), "charged": _plain(self.charged), "pairs": _plain(self.pairs),
                 "phase_seconds": dict(self.seconds), "elapsed": self.elapsed()}
 
     def restore(self, state: dict) -> None:
-        for phase, counts in state["executions"].items():
-            for component, n in counts.items():
-                self.executions[phase][component] = int(n)
+        for key, counts in (("executions", self.executions), ("charged", self.charged), ("pairs", self.pairs)):
+            for phase, by_component in state.get(key, {}).items():
+                for component, n in by_component.items():
+                    counts[phase][component] = int(n)
         self.seconds.update({p: float(s) for p, s in state["phase_seconds"].items()})
         self._earlier_seconds = float(state["elapsed"])
         self._started = time.perf_counter()
 
     def to_dict(self) -> dict:
-        phases = sorted(set(self.executions) | set(self.seconds))
-        return {
-            "runs": round(self.equivalent_runs(), 4),
-            "seconds": round(self.elapsed(), 3),
-            "by_phase": {
-                p: {
-                    "runs": round(self.equivalent_runs(p), 4),
-                    "component_executions": dict(self.executions.get(p, {})),
-                    "seconds": round(self.seconds.get(p, 0.0), 3),
-                }
-                for p in phases
-            },
-        }
+        phases = sorted(set(self.executions) | set(self.pairs) | set(self.seconds))
+        by_phase = {}
+        for p in phases:
+            by_phase[p] = {
+                "runs": round(self.equivalent_runs(p), 4),
+                "paper_runs": round(self.paper_runs(p), 4),
+                "component_executions": dict(self.executions.get(p, {})),
+                "seconds": round(self.seconds.get(p, 0.0), 3),
+            }
+            if p in self.pairs:
+                by_phase[p]["pairs"] = dict(self.pairs[p])
+        return {"runs": round(self.equivalent_runs(), 4), "paper_runs": round(self.paper_runs(), 4),
+                "seconds": round(self.elapsed(), 3), "by_phase": by_phase}
+
+
+def _plain(counts: dict) -> dict:
+    return {p: dict(c) for p, c in counts.items()}
