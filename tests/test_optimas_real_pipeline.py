@@ -45,7 +45,7 @@ def test_optimas_runs_on_pubmedqa(tmp_path, monkeypatch):
     assert collection["runs"] > 0 and phases["validation"]["runs"] > 0
     # The returned configuration scores on validation what the loop recorded last.
     validation = method.evaluate(pipeline, outcome, splits.val, ctx, repeats=1)
-    assert validation["mean"] * len(splits.val) == pytest.approx(outcome.history[-1]["val_after"])
+    assert validation["mean"] * len(splits.val) == pytest.approx(outcome.history[-1].val_after)
     # At test time (sample index 0) the scripted solver says yes, whatever the configuration: the score
     # is the share of yes rows.
     result = method.evaluate(pipeline, outcome, splits.test, ctx, repeats=1)
