@@ -4,8 +4,11 @@ from __future__ import annotations
 import os
 import sys
 
+from omegaconf import OmegaConf
+
 from optimas_cli.conf import CONF_DIR, GROUPS, options
 from optimas_cli.errors import UserError
+from optimas_cli.flows.resume import check_resume
 
 HYDRA_TASKS = {"run": "run", "collect": "collect", "train-lrf": "train-lrf", "eval": "eval"}
 
@@ -85,10 +88,26 @@ def check_overrides(overrides: list[str]) -> None:
                     f"unknown {group} {str(v)!r}; available {group}s: {', '.join(known)}",
                     f"pass one of them, e.g. {group}={known[0] if known else '...'}",
                 )
-    _compose_first(parsed)
+    cfg = _compose_first(parsed)
+    _check_costs(cfg)
+    resume = OmegaConf.select(cfg, "resume")
+    if resume:
+        check_resume(str(resume), cfg)
 
 
-def _compose_first(parsed) -> None:
+def _check_costs(cfg) -> None:
+    """Caps and prices are checked before anything runs: a bad one is one line, not a late traceback."""
+    from optimas_cli.flows.setup import run_costs
+    from optimas_cli.lm.pricing import CallPrice
+    from optimas_cli.system import RunContext, RunLedger
+    from optimas_cli.system.caps import BudgetCaps
+
+    BudgetCaps.from_budget(cfg.budget)
+    CallPrice.from_config(OmegaConf.select(cfg, "lm.price"))
+    run_costs(RunContext(ledger=RunLedger(1)), cfg)  # compute.price_per_hour
+
+
+def _compose_first(parsed):
     """Compose the config with each sweep's first value, so an unknown key fails here, readably."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
@@ -105,7 +124,7 @@ def _compose_first(parsed) -> None:
             single.append(o.input_line)
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            compose(config_name="config", overrides=single)
+            return compose(config_name="config", overrides=single)
     except (HydraException, OmegaConfBaseException) as exc:
         first = str(exc).strip().splitlines()[0]
         raise UserError(f"bad override: {first}", "run `optimas list` and `optimas run --cfg job` to see valid keys") from None

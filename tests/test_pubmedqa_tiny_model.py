@@ -24,7 +24,7 @@ class RecordingLM:
     def __init__(self, client):
         self.client, self.models = client, set()
 
-    def complete(self, requests, component="-"):
+    def complete(self, requests, component="-", phase="-"):
         self.models |= {(component, r.model) for r in requests}
         return self.client.complete(requests, component=component)
 

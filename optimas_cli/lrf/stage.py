@@ -19,8 +19,9 @@ from optimas_cli.lrf.metrics import alignment_report, pairwise_accuracy
 from optimas_cli.lrf.model import LocalRewardModel
 from optimas_cli.lrf.pairs import PreferencePair, append_pairs, load_pairs
 from optimas_cli.lrf.text import component_infos
-from optimas_cli.lrf.train import TrainConfig, split_heldout, train_stage1
+from optimas_cli.lrf.train import TrainConfig, adapt_stage2, split_heldout, train_stage1
 from optimas_cli.system import Pipeline, RunContext, SystemConfig
+from optimas_cli.system.caps import check_caps
 from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
@@ -48,6 +49,7 @@ def collect_initial_pairs(
         folder.save_accounts(ctx)
         if console:
             console.print(f"  collected {len(pairs)} pairs for [bold]{name}[/] · runs so far {ctx.ledger.equivalent_runs():.1f}")
+        check_caps(ctx)  # a safe point: this component's pairs and the accounts are saved
 
     if todo:
         with ctx.ledger.timed(COLLECTION_PHASE):
@@ -85,7 +87,7 @@ def train_initial_lrf(
         return LocalRewardModel.load(folder.file(LRF_DIR)), report
 
     model = LocalRewardModel.from_config(lrf_cfg, component_infos(pipeline.system))
-    with ctx.ledger.timed("lrf_training"):
+    with ctx.ledger.timed("lrf_training"), ctx.ledger.computing("lrf_training"):
         stage1 = train_stage1(model, train_pairs, cfg, heldout=heldout, buffer=buffer)
     # Alignment is measured on held-out pairs; with too few pairs to hold any out (the toys),
     # it is measured on the training pairs and labelled so.
@@ -103,9 +105,39 @@ def train_initial_lrf(
     model.save(folder.file(LRF_DIR))
     folder.write_json(REPORT_FILE, report)
     folder.save_accounts(ctx)
+    check_caps(ctx)  # a safe point: the trained model and the accounts are saved
     return model, report
 
 
 def make_buffer(lrf_cfg: Mapping, seed: int) -> ReplayBuffer:
     b = dict(lrf_cfg.get("buffer") or {})
     return ReplayBuffer(int(b.get("capacity_per_component", 500)), float(b.get("mix_ratio", 0.5)), seed)
+
+
+class Stage2:
+    """Stage 2 after an accepted update: fresh pairs under the new configuration, mixed with the replay
+    buffer. It keeps what a resumed run needs (`state()`/`restore()`, checkpointed with the loop): the
+    adaptations so far (their count is the cursor into the fresh inputs) and the replay buffer."""
+
+    def __init__(self, pipeline: Pipeline, lrf: LocalRewardModel, buffer: ReplayBuffer, lrf_cfg: Mapping,
+                 fresh_pool: Sequence[dict], fresh_size: int):
+        self.pipeline, self.lrf, self.buffer, self.lrf_cfg = pipeline, lrf, buffer, lrf_cfg
+        self.fresh_pool, self.fresh_size = list(fresh_pool), int(fresh_size)
+        self.adaptations: list[dict] = []
+
+    def __call__(self, config: SystemConfig, ctx: RunContext) -> None:
+        start = (len(self.adaptations) * self.fresh_size) % len(self.fresh_pool)
+        fresh_inputs = (self.fresh_pool[start:] + self.fresh_pool[:start])[: self.fresh_size]
+        with ctx.ledger.timed("adaptation"):
+            fresh = collect_all(self.pipeline.system, config, fresh_inputs, ctx.replace(lrf=self.lrf),
+                                self.pipeline.metric, **collect_settings(self.lrf_cfg))
+            flat = [p for ps in fresh.values() for p in ps]
+            with ctx.ledger.computing("lrf_training"):
+                self.adaptations.append(adapt_stage2(self.lrf, flat, self.buffer, train_config(self.lrf_cfg, len(flat))))
+
+    def state(self) -> dict:
+        return {"adaptations": self.adaptations, "buffer": self.buffer.state()}
+
+    def restore(self, state: dict) -> None:
+        self.adaptations[:] = state["adaptations"]
+        self.buffer.restore(state["buffer"])

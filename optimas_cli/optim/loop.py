@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +16,9 @@ import numpy as np
 from optimas_cli.optim import optimize_component
 from optimas_cli.optim.scheduler import ComponentScheduler
 from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory
+from optimas_cli.system.caps import cap_reached
 from optimas_cli.system.evaluate import rewards
-from optimas_cli.system.run_folder import RunFolder
+from optimas_cli.system.run_folder import RunFolder, uncounted
 
 log = logging.getLogger("optimas")
 STATE_FILE = "loop_state.json"
@@ -39,6 +41,7 @@ class OptimasLoop:
     `adapt(config, ctx)` is Stage 2 (fresh pairs + replay); None disables it (optimas_no_adapt).
     `on_iteration(entry, runs)` reports progress; `save_lrf()` checkpoints the adapted LRF.
     `schedulable()` names the components the scheduler may pick now (None: all of them).
+    `carry` is method state to checkpoint with each iteration: `state() -> dict`, `restore(dict)`.
     """
 
     def __init__(
@@ -54,9 +57,10 @@ class OptimasLoop:
         save_lrf: Callable[[], None] | None = None,
         on_iteration: Callable[[dict, float], None] | None = None,
         schedulable: Callable[[], Sequence[str]] | None = None,
+        carry: Any = None,
     ):
         self.pipeline, self.system = pipeline, pipeline.system
-        self.schedulable = schedulable
+        self.schedulable, self.carry = schedulable, carry
         self.train, self.val = list(train), list(val)
         self.ctx, self.lrf, self.settings, self.folder = ctx, lrf, settings, folder
         self.adapt, self.save_lrf, self.on_iteration = adapt, save_lrf, on_iteration
@@ -70,6 +74,8 @@ class OptimasLoop:
         if state is None:
             return 0, self.system.default_config(), [], rng
         rng.bit_generator.state = state["rng"]
+        if self.carry is not None:
+            self.carry.restore(state["carry"])
         log.info("resuming Algorithm 1 after iteration %d", state["iteration"])
         return state["iteration"], SystemConfig(state["config"]), state["history"], rng
 
@@ -77,7 +83,8 @@ class OptimasLoop:
         config.save(self.folder.file("best_config.json"))
         self.folder.write_json(
             STATE_FILE,
-            {"iteration": done, "config": config.to_dict(), "history": history, "rng": rng.bit_generator.state},
+            {"iteration": done, "config": config.to_dict(), "history": history, "rng": rng.bit_generator.state,
+             "carry": None if self.carry is None else self.carry.state()},
         )
         self.folder.save_accounts(self.ctx)
 
@@ -86,21 +93,26 @@ class OptimasLoop:
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> tuple[SystemConfig, list[dict]]:
+        resumed = self.folder.file(STATE_FILE).exists()
         start, config, history, rng = self._load_or_start()
         vctx = self.ctx.replace(phase="validation", lrf=self.lrf)
         octx = self.ctx.replace(phase="local_optimization", lrf=self.lrf)
         # Cached trajectories: validation re-runs only the changed component and what follows it;
-        # the search sample's cached inputs feed the local optimizers.
-        with self.ctx.ledger.timed("validation"):
-            val_trajs = self.system.run(self.val, config, vctx)
-            val_total = self._validate(val_trajs)
-        with self.ctx.ledger.timed("local_optimization"):
-            search = self.system.run(self.train[: self.settings.search_size], config, octx)
+        # the search sample's cached inputs feed the local optimizers. A resumed run rebuilds them
+        # uncounted: the checkpoint's accounts already hold them.
+        with uncounted(self.ctx) if resumed else nullcontext():
+            with self.ctx.ledger.timed("validation"):
+                val_trajs = self.system.run(self.val, config, vctx)
+                val_total = self._validate(val_trajs)
+            with self.ctx.ledger.timed("local_optimization"):
+                search = self.system.run(self.train[: self.settings.search_size], config, octx)
         self._observe(search, config)
         if start == 0:
             self._checkpoint(0, config, history, rng)
 
         for t in range(start, self.settings.iterations):
+            if cap_reached(self.ctx):  # a safe point: everything up to here is checkpointed
+                break
             name = self.scheduler.pick(t, history, rng, self.schedulable() if self.schedulable else None)
             component = self.system.components[name]
             search_inputs = [tr.steps[name]["inputs"] for tr in search if not tr.steps[name]["skipped"]]
