@@ -38,7 +38,7 @@ class Optimas(Method):
             f" · LLM judge {_pct(report['mean_judge_accuracy'])}"
         )
         fresh_pool = pipeline.splits.train[len(splits.train):] or list(splits.train)
-        adapt = Stage2(pipeline, lrf, buffer, self.lrf_cfg, fresh_pool, int(self.budget.get("fresh_size", 20)))
+        adapt = Stage2(pipeline, lrf, buffer, self.lrf_cfg, fresh_pool, int(self.budget.get("fresh_size", 20)), folder)
 
         settings = LoopSettings(
             iterations=int(self.budget.get("iterations", 10)),

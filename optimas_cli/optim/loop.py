@@ -80,13 +80,14 @@ class OptimasLoop:
         return state["iteration"], SystemConfig(state["config"]), state["history"], rng
 
     def _checkpoint(self, done: int, config: SystemConfig, history: list[dict], rng: np.random.Generator) -> None:
+        # Accounts first: a kill before the state write redoes the iteration, counted once (see RunFolder).
+        self.folder.save_accounts(self.ctx)
         config.save(self.folder.file("best_config.json"))
         self.folder.write_json(
             STATE_FILE,
             {"iteration": done, "config": config.to_dict(), "history": history, "rng": rng.bit_generator.state,
              "carry": None if self.carry is None else self.carry.state()},
         )
-        self.folder.save_accounts(self.ctx)
 
     def _validate(self, trajs: list[Trajectory]) -> float:
         return float(sum(rewards(self.pipeline, trajs)))

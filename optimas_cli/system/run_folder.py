@@ -38,7 +38,9 @@ class RunFolder:
 
     def save_accounts(self, ctx) -> None:
         """What the run has spent so far (system runs, wall time, LM usage); written with every
-        checkpoint, so a resumed run's results.json counts the work done before the kill."""
+        checkpoint, so a resumed run's results.json counts the work done before the kill. Written just
+        before the file that marks the checkpoint done: a kill between the two (one file write) is the
+        only moment whose work a resumed run counts twice."""
         usage = ctx.lm.usage() if callable(getattr(ctx.lm, "usage", None)) else {}
         self.write_json(ACCOUNTS_FILE, {"ledger": ctx.ledger.state(), "lm": usage, "saved_at": time.time()})
 
