@@ -8,8 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import litellm
-
 from optimas_cli.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -53,6 +51,8 @@ class CallPrice:
         self-hosted model), else litellm's cost map; None when the model has no known price."""
         if self.set_by_user:
             return (prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok) / 1e6
+        import litellm  # here, not at the top: the CLI checks prices before anything loads litellm (seconds)
+
         try:
             return float(litellm.completion_cost(completion_response=response, model=model))
         except Exception:  # litellm raises a variety of errors for a model missing from its map
