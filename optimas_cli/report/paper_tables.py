@@ -97,9 +97,10 @@ def optimization_runs(ledger: dict) -> float:
 def table3(runs: list[Run], sources: str) -> Table:
     groups = _group(runs, lambda r: (r.pipeline, r.method, r.variant))
     table = Table("table3", "Table 3 · cost per pipeline and method",
-                  ["Pipeline", "Method", "n", "Opt. runs", "All runs", "LM calls", "LM tokens"], left=2,
+                  ["Pipeline", "Method", "n", "Opt. runs", "All runs", "LM calls", "LM tokens", "Dollars", "Compute s"],
+                  left=2,
                   csv_headers=["pipeline", "method", "variant", "runs", "optimization_runs", "system_runs",
-                               "lm_calls", "lm_tokens"])
+                               "lm_calls", "lm_tokens", "usd", "unpriced_calls", "compute_seconds"])
     for pipeline, method, variant in sorted(groups, key=lambda k: (k[0], method_key(k[1], k[2]))):
         members = groups[(pipeline, method, variant)]
         ledgers = [r.results["ledger"] for r in members]
@@ -109,15 +110,29 @@ def table3(runs: list[Run], sources: str) -> Table:
             _mean([ledger.get("calls", 0) for ledger in ledgers]),
             _mean([ledger.get("tokens", 0) for ledger in ledgers]),
         ]
-        table.rows.append([pipeline, method_label(method, variant), str(len(members)), *[compact(v) for v in values]])
-        table.csv_rows.append([pipeline, method, variant, len(members), *values])
+        usd = _mean([ledger.get("usd", ledger.get("cost", 0.0)) for ledger in ledgers])
+        unpriced = _mean([ledger.get("unpriced_calls", 0) for ledger in ledgers])
+        computed = [ledger["compute_seconds"] for ledger in ledgers if "compute_seconds" in ledger]
+        compute = _mean(computed) if len(computed) == len(ledgers) else None  # older results.json lack it
+        table.rows.append([pipeline, method_label(method, variant), str(len(members)), *[compact(v) for v in values],
+                           dollars(usd, unpriced), "n/a" if compute is None else f"{compute:,.1f}"])
+        table.csv_rows.append([pipeline, method, variant, len(members), *values, round(usd, 6), unpriced,
+                               "" if compute is None else compute])
     table.footnote = (
         "n: runs averaged. Runs are equivalent full-system runs (a run of m of K components counts m/K); "
         "Opt. runs leave out the "
         "final validation and the test evaluation; LM calls and tokens count everything the run generated, "
-        f"test included (cache hits cost no tokens). With n > 1, each number is the mean over the runs. {sources}"
+        "test included (cache hits cost no tokens). Dollars: API calls priced by litellm's cost map or lm.price, "
+        "plus compute when compute.price_per_hour was set; calls to a model without a price are shown as unpriced, "
+        "not as $0. Compute s: seconds of local generation and LRF/GRPO training. "
+        f"With n > 1, each number is the mean over the runs. {sources}"
     )
     return table
+
+
+def dollars(usd: float, unpriced: float) -> str:
+    text = f"${usd:,.4f}"
+    return f"{text} + {compact(unpriced)} unpriced calls" if unpriced else text
 
 
 def _mean(values: list) -> float:
