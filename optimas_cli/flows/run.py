@@ -28,6 +28,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     splits = budget_splits(pipeline, cfg.budget)
     ctx = build_context(cfg, pipeline, folder)
     method = build_method(cfg)
+    ctx.caps.on_warning = lambda message: console.print(f"[yellow]{message}[/]")  # the log has it too
     log.info("pipeline=%s method=%s splits=%s", pipeline.name, method.name, splits.sizes())
     console.print(f"[bold]{pipeline.name}[/] · method [bold]{method.name}[/] · splits {splits.sizes()}")
 

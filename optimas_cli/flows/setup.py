@@ -1,7 +1,6 @@
 """Turning a resolved Hydra config into live objects: pipeline, LM client, run context, method."""
 from __future__ import annotations
 
-import logging
 import random
 
 from hydra.utils import instantiate
@@ -11,8 +10,6 @@ from optimas_cli.errors import UserError
 from optimas_cli.system import Pipeline, RunContext, RunLedger, Splits
 from optimas_cli.system.caps import BudgetCaps
 from optimas_cli.system.run_folder import RunFolder
-
-log = logging.getLogger("optimas")
 
 
 class LazyLM:
@@ -101,8 +98,7 @@ def build_context(cfg: DictConfig, pipeline: Pipeline, folder: RunFolder) -> Run
     ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=LazyLM(cfg.lm), seed=int(cfg.seed))
     checkpointed_at = folder.restore_accounts(ctx)
     ctx.lm.attach_run(str(folder.path.resolve()), checkpointed_at)
-    ctx.caps = BudgetCaps.from_budget(cfg.budget, spent=lambda: spending(ctx, cfg),
-                                      on_warning=lambda message: log.warning(message))
+    ctx.caps = BudgetCaps.from_budget(cfg.budget, spent=lambda: spending(ctx, cfg))
     return ctx
 
 
