@@ -12,7 +12,9 @@ from rich.console import Console
 
 from optimas_cli.conf import CONF_DIR
 from optimas_cli.errors import UserError
+from optimas_cli.flows.resume import ORIGINAL_CONFIG
 from optimas_cli.flows.validate import check_values
+from optimas_cli.system.caps import BudgetExhausted
 from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
@@ -46,10 +48,16 @@ def main(cfg: DictConfig) -> float | None:
 
 def run_task(cfg: DictConfig) -> float | None:
     folder = RunFolder(HydraConfig.get().runtime.output_dir)
-    OmegaConf.save(cfg, folder.file("config.yaml"), resolve=True)
+    # The folder's original config stays as it was (a resume is checked against it); a resumed run's
+    # own config goes beside it.
+    original = folder.file(ORIGINAL_CONFIG)
+    OmegaConf.save(cfg, folder.file("config.resumed.yaml") if original.exists() else original, resolve=True)
     try:
         check_values(cfg)  # each job of a sweep: the command line checked only the first values
         results = _flow(cfg.task)(cfg, folder, console)
+    except BudgetExhausted as stop:  # collect / train-lrf stopped by a cap (`run` handles its own)
+        errors.print(f"[yellow]optimas: {stop}; continue with a raised cap: optimas {cfg.task} ... resume={folder}[/]")
+        sys.exit(3)
     except Exception as exc:  # Hydra wraps errors raised while instantiating configs: unwrap ours
         err = _user_error(exc)
         if err is None:
@@ -62,6 +70,8 @@ def run_task(cfg: DictConfig) -> float | None:
         sys.exit(130)
     where = _shown(folder.file("results.json"))
     test = results.get("test")
+    if results.get("stopped"):
+        where += f" · stopped by budget.{results['stopped']}"
     if test:
         line = (
             f"test {results['metric']} = {test['mean']:.4f} ± {test['std']:.4f} "

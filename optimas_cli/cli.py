@@ -4,9 +4,12 @@ from __future__ import annotations
 import os
 import sys
 
+from omegaconf import OmegaConf
+
 from optimas_cli.conf import CONF_DIR, GROUPS, options
 from optimas_cli.environment import prepare_process
 from optimas_cli.errors import UserError
+from optimas_cli.flows.resume import check_resume
 from optimas_cli.flows.validate import check_values
 
 HYDRA_TASKS = {"run": "run", "collect": "collect", "train-lrf": "train-lrf", "eval": "eval"}
@@ -93,7 +96,23 @@ def check_overrides(overrides: list[str]):
                 )
     cfg = _compose_first(parsed)
     check_values(cfg)
+    _check_costs(cfg)
+    resume = OmegaConf.select(cfg, "resume")
+    if resume:
+        check_resume(str(resume), cfg)
     return cfg
+
+
+def _check_costs(cfg) -> None:
+    """Caps and prices are checked before anything runs: a bad one is one line, not a late traceback."""
+    from optimas_cli.flows.setup import run_costs
+    from optimas_cli.lm.pricing import CallPrice
+    from optimas_cli.system import RunContext, RunLedger
+    from optimas_cli.system.caps import BudgetCaps
+
+    BudgetCaps.from_budget(cfg.budget)
+    CallPrice.from_config(OmegaConf.select(cfg, "lm.price"))
+    run_costs(RunContext(ledger=RunLedger(1)), cfg)  # compute.price_per_hour
 
 
 def _compose_first(parsed):

@@ -13,7 +13,7 @@ class ScriptedLM:
         self.answer = answer if callable(answer) else (lambda _req, text=answer: text)
         self.requests: list[tuple[str, LMRequest]] = []
 
-    def complete(self, requests: list[LMRequest], component: str = "-") -> list[LMResponse]:
+    def complete(self, requests: list[LMRequest], component: str = "-", phase: str = "-") -> list[LMResponse]:
         out = []
         for req in requests:
             self.requests.append((component, req))

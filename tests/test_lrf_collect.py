@@ -138,7 +138,7 @@ class CountingLM(ScriptedLM):
         super().__init__(answer)
         self.calls: list[tuple[str, int]] = []
 
-    def complete(self, requests, component="-"):
+    def complete(self, requests, component="-", phase="-"):
         self.calls.append((component, len(requests)))
         return super().complete(requests, component)
 

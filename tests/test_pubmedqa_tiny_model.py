@@ -24,7 +24,7 @@ class RecordingLM:
     def __init__(self, client):
         self.client, self.models, self.texts = client, set(), {}
 
-    def complete(self, requests, component="-"):
+    def complete(self, requests, component="-", phase="-"):
         self.models |= {(component, r.model) for r in requests}
         responses = self.client.complete(requests, component=component)
         self.texts.setdefault(component, []).extend(r.texts[0] for r in responses)

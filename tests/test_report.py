@@ -39,6 +39,7 @@ def fake_optimas(base: dict, *, seed: int, mean: float, fresh_size: int | None =
     results["test"] = {"mean": mean, "std": 0.0125 * (seed + 1), "scores": [mean - 0.01, mean, mean + 0.01], "n": 5}
     results["ledger"] = {"runs": 42.5 + seed, "paper_runs": 40.0 + seed, "calls": 300 + seed, "tokens": 12345 + seed,
                          "cost": 0.0, "seconds": 3.0,
+                         "usd": 0.25 * (seed + 1), "unpriced_calls": 2 * seed, "compute_seconds": 10.0 + seed,
                          "by_phase": {"test": {"runs": 15.0, "paper_runs": 15.0},
                                       "final_validation": {"runs": 5.0, "paper_runs": 5.0},
                                       "validation": {"runs": 12.5 + seed, "paper_runs": 10.0 + seed}}, "lm": {}}
@@ -156,6 +157,11 @@ def test_table3_costs_equal_the_ledgers(runs):
     assert float(hint["system_runs"]) == 43.0 and float(hint["executed_runs"]) == 23.0  # mean of 22.5, 23.5
     assert float(hint["paper_runs"]) == 20.5  # mean of 20, 21: the paper's accounting, side by side
     assert float(hint["lm_tokens"]) == 12345.5
+    # dollars and compute beside runs and tokens: means of the two seeds; unpriced calls are shown, not $0
+    assert (float(hint["usd"]), float(hint["unpriced_calls"]), float(hint["compute_seconds"])) == (0.375, 1.0, 10.5)
+    table3 = (runs / "report" / "report.md").read_text().split("Table 3")[1]
+    line = next(x for x in table3.splitlines() if x.startswith("| toy_hint | Optimas |"))
+    assert "$0.3750 + 1 unpriced calls" in line and "10.5" in line
 
 
 def test_table4_alignment_per_pipeline(runs):

@@ -46,3 +46,31 @@ def test_a_fresh_folder_has_no_accounts_to_restore(tmp_path):
     ctx = RunContext(ledger=RunLedger(2))
     RunFolder(tmp_path).restore_accounts(ctx)
     assert ctx.ledger.equivalent_runs() == 0
+
+
+def test_wall_time_a_killed_process_spent_past_its_checkpoint_is_counted(tmp_path):
+    import json
+    import os
+
+    ctx = RunContext(ledger=RunLedger(2))
+    RunFolder(tmp_path).save_accounts(ctx)
+    saved_at = json.loads((tmp_path / "accounts.json").read_text())["saved_at"]
+    log = tmp_path / "optimas.log"
+    log.write_text("the killed process went on for 50 s after its checkpoint\n")
+    os.utime(log, (saved_at + 50, saved_at + 50))
+    resumed = RunContext(ledger=RunLedger(2))
+    RunFolder(tmp_path).restore_accounts(resumed)
+    assert resumed.ledger.to_dict()["by_phase"]["interrupted"]["seconds"] == pytest.approx(50, abs=0.01)
+    assert resumed.ledger.elapsed() >= 50
+
+
+def test_compute_is_charged_in_dollars_only_when_a_rate_is_set():
+    from optimas_cli.flows.setup import run_costs
+
+    ctx = RunContext(ledger=RunLedger(2), lm=CountingLM({"total": {"cost": 0.5, "unpriced": 2, "compute_seconds": 1800.0}}))
+    ctx.ledger.compute["lrf_training"] = 1800.0
+    unpriced = run_costs(ctx, OmegaConf.create({"compute": {"price_per_hour": None}}))
+    assert (unpriced["usd"], unpriced["compute_seconds"], unpriced["compute_usd"]) == (0.5, 3600.0, None)
+    assert unpriced["unpriced_calls"] == 2
+    priced = run_costs(ctx, OmegaConf.create({"compute": {"price_per_hour": 2.0}}))
+    assert (priced["usd"], priced["compute_usd"]) == (pytest.approx(2.5), pytest.approx(2.0))

@@ -38,7 +38,7 @@ def evaluate_config(cfg: DictConfig, folder: RunFolder, console: Console) -> dic
         "metric": pipeline.metric.name,
         "test": test,
         "evaluated_config": config.to_dict(),
-        "ledger": ledger_summary(ctx),
+        "ledger": ledger_summary(ctx, cfg),
         "config": resolved(cfg),
     }
     folder.write_json("results.json", results)

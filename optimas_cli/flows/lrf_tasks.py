@@ -41,7 +41,7 @@ def _results(cfg, pipeline, ctx, pairs, task: str) -> dict:
         "method": task,
         "metric": pipeline.metric.name,
         "pairs": dict(Counter(p.component for p in pairs)),
-        "ledger": ledger_summary(ctx),
+        "ledger": ledger_summary(ctx, cfg),
         "config": resolved(cfg),
     }
 

@@ -14,8 +14,11 @@ from optimas_cli.flows.setup import (
     build_method,
     build_pipeline,
     resolved,
+    run_costs,
     seed_everything,
 )
+from optimas_cli.methods.base import MethodOutcome
+from optimas_cli.system.caps import BudgetExhausted
 from optimas_cli.system.run_folder import RunFolder
 from optimas_cli.system.traces import PREDICTIONS, TraceSink
 
@@ -30,26 +33,35 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     ctx = build_context(cfg, pipeline, folder)
     plan = make_plan(cfg, pipeline, splits)  # before any work: an earlier run's measures, not this one's
     method = build_method(cfg, budget, console)
+    ctx.caps.on_warning = lambda message: console.print(f"[yellow]{message}[/]")  # the log has it too
     log.info("pipeline=%s method=%s splits=%s", pipeline.name, method.name, splits.sizes())
     console.print(f"[bold]{pipeline.name}[/] · method [bold]{method.name}[/] · splits {splits.sizes()}")
 
-    with ctx.ledger.timed("optimize"):
-        outcome = method.optimize(pipeline, splits, ctx.replace(phase="optimize"), folder)
+    try:
+        with ctx.ledger.timed("optimize"):
+            outcome = method.optimize(pipeline, splits, ctx.replace(phase="optimize"), folder)
+    except BudgetExhausted:  # stopped before the method had a configuration of its own (e.g. in Stage 1)
+        outcome = MethodOutcome(config=pipeline.system.default_config())
+    stop = ctx.caps.stopped if ctx.caps is not None else None
     outcome.config.save(folder.file("best_config.json"))
 
-    ectx = ctx.replace(traces=trace_sink(folder, outcome.lrf))
-    with ctx.ledger.timed("final_validation"):
-        validation = method.evaluate(pipeline, outcome, splits.val, ectx.replace(phase="final_validation"), 1)
-    with ctx.ledger.timed("test"):
-        test = method.evaluate(pipeline, outcome, splits.test, ectx.replace(phase="test"), int(cfg.repeats))
-
-    results = {
-        "pipeline": pipeline.name,
-        "method": method.name,
-        "metric": pipeline.metric.name,
-        "test": test,
-        "validation": validation,
-        "ledger": ledger_summary(ctx),
+    results = {"pipeline": pipeline.name, "method": method.name, "metric": pipeline.metric.name}
+    if stop is not None:
+        console.print(f"[yellow]{stop}: stopped; continue with a raised cap: optimas run ... resume={folder}[/]")
+        results["stopped"] = stop.cap
+    if stop is not None and stop.forbids_test:
+        results["test_skipped"] = f"{stop}; the test evaluation would spend more: resume with a raised cap to evaluate"
+        console.print(f"[yellow]{results['test_skipped']}[/]")
+    else:
+        ectx = ctx.replace(traces=trace_sink(folder, outcome.lrf))
+        with ctx.ledger.timed("final_validation"):
+            results["validation"] = method.evaluate(pipeline, outcome, splits.val,
+                                                    ectx.replace(phase="final_validation"), 1)
+        with ctx.ledger.timed("test"):
+            results["test"] = method.evaluate(pipeline, outcome, splits.test, ectx.replace(phase="test"),
+                                              int(cfg.repeats))
+    results.update({
+        "ledger": ledger_summary(ctx, cfg),
         "plan": plan,
         "best_config": outcome.config.to_dict(),
         "history": [entry.to_dict() for entry in outcome.history],
@@ -57,7 +69,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
         "pipeline_info": pipeline.info,
         **outcome.extras,
         "config": resolved(cfg),
-    }
+    })
     folder.write_json("results.json", results)
     return results
 
@@ -69,18 +81,27 @@ def trace_sink(folder: RunFolder, lrf) -> TraceSink:
     return TraceSink(folder.file(PREDICTIONS), reward_model=lrf if isinstance(lrf, LocalRewardModel) else None)
 
 
-def ledger_summary(ctx) -> dict:
-    """System runs (equivalent full runs per phase) and LM usage side by side."""
+def ledger_summary(ctx, cfg=None) -> dict:
+    """System runs (equivalent full runs per phase, executed and as the paper counts them), LM usage,
+    dollars and compute side by side."""
     system = ctx.ledger.to_dict()
     lm = ctx.lm.usage() if hasattr(ctx.lm, "usage") else {}
     totals = lm.get("total", {}) if lm else {}
+    costs = run_costs(ctx, cfg)
     return {
         "runs": system["runs"],
         "paper_runs": system["paper_runs"],
         "calls": totals.get("calls", 0),
         "tokens": totals.get("tokens", 0),
         "cost": totals.get("cost", 0.0),
+        # dollars: priced API calls plus compute at compute.price_per_hour (null when no rate is set)
+        "usd": round(costs["usd"], 6),
+        "unpriced_calls": costs["unpriced_calls"],  # their cost is unknown, not counted as $0
+        "compute_seconds": costs["compute_seconds"],
+        "compute_usd": costs["compute_usd"],
+        "compute_by_kind": costs["compute_by_kind"],
         "seconds": system["seconds"],
         "by_phase": system["by_phase"],
         "lm": lm,
+        "caps": ctx.caps.limits() if ctx.caps is not None else {},
     }

@@ -10,6 +10,7 @@ from rich.console import Console
 from optimas_cli.errors import UserError
 from optimas_cli.system import Pipeline, RunContext, RunLedger, Splits
 from optimas_cli.system.budget import Budget
+from optimas_cli.system.caps import BudgetCaps
 from optimas_cli.system.run_folder import RunFolder
 
 
@@ -20,6 +21,7 @@ class LazyLM:
         self.cfg = cfg
         self._client = None
         self._earlier_usage: dict | None = None  # usage a resumed run's checkpoint recorded
+        self._run: tuple[str, float | None] | None = None  # (run folder, time of its last checkpoint)
 
     @property
     def client(self):
@@ -29,10 +31,17 @@ class LazyLM:
             self._client = build_lm(self.cfg)
             if self._earlier_usage:
                 self._client.usage.restore(self._earlier_usage)
+            if self._run is not None:
+                self._client.attach_run(*self._run)
         return self._client
 
-    def complete(self, requests, component: str = "-"):
-        return self.client.complete(requests, component=component)
+    def attach_run(self, run_id: str, replay_since: float | None) -> None:
+        self._run = (run_id, replay_since)
+        if self._client is not None:
+            self._client.attach_run(run_id, replay_since)
+
+    def complete(self, requests, component: str = "-", phase: str = "-"):
+        return self.client.complete(requests, component=component, phase=phase)
 
     def usage(self) -> dict:
         if self._client is None:
@@ -44,6 +53,15 @@ class LazyLM:
             self._client.usage.restore(saved)
         else:
             self._earlier_usage = saved
+
+    def usage_snapshot(self) -> dict:
+        return self.usage()
+
+    def reset_usage(self, snapshot: dict) -> None:
+        if self._client is not None:
+            self._client.usage.reset(snapshot)
+        else:
+            self._earlier_usage = snapshot or None
 
 
 def seed_everything(seed: int) -> None:
@@ -84,14 +102,57 @@ def budget_splits(pipeline: Pipeline, budget: Budget) -> Splits:
 def build_context(cfg: DictConfig, pipeline: Pipeline, folder: RunFolder) -> RunContext:
     """A fresh context, or, in a resumed run folder, one that goes on counting from its last checkpoint."""
     ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=LazyLM(cfg.lm), seed=int(cfg.seed))
-    folder.restore_accounts(ctx)
+    checkpointed_at = folder.restore_accounts(ctx)
+    ctx.lm.attach_run(str(folder.path.resolve()), checkpointed_at)
+    ctx.caps = BudgetCaps.from_budget(cfg.budget, spent=lambda: spending(ctx, cfg))
     return ctx
+
+
+def spending(ctx: RunContext, cfg: DictConfig) -> dict:
+    """What the run has spent so far, in the units of the budget caps (see system/caps.py)."""
+    costs = run_costs(ctx, cfg)
+    return {"max_usd": costs["usd"], "max_runs": ctx.ledger.equivalent_runs(), "max_wall": ctx.ledger.elapsed()}
+
+
+def run_costs(ctx: RunContext, cfg: DictConfig | None) -> dict:
+    """Dollars and compute seconds so far: API calls priced per call (unpriced ones counted apart, never
+    as $0), local generation and training as compute seconds, dollars too when compute.price_per_hour is set."""
+    lm = ctx.lm.usage() if hasattr(ctx.lm, "usage") else {}
+    total = (lm or {}).get("total", {})
+    compute = {"local_generation": float(total.get("compute_seconds", 0.0)), **ctx.ledger.compute}
+    compute_seconds = sum(compute.values())
+    rate = _compute_rate(cfg)
+    compute_usd = None if rate is None else compute_seconds * rate / 3600
+    api_usd = float(total.get("cost", 0.0))
+    return {
+        "usd": api_usd + (compute_usd or 0.0),
+        "api_usd": round(api_usd, 6),
+        "unpriced_calls": int(total.get("unpriced", 0)),
+        "compute_seconds": round(compute_seconds, 3),
+        "compute_by_kind": {k: round(v, 3) for k, v in sorted(compute.items())},
+        "compute_usd": None if compute_usd is None else round(compute_usd, 6),
+    }
+
+
+def _compute_rate(cfg: DictConfig | None) -> float | None:
+    rate = None if cfg is None else OmegaConf.select(cfg, "compute.price_per_hour")
+    if rate is None:
+        return None
+    try:
+        value = float(rate)
+    except (TypeError, ValueError):
+        value = -1.0
+    if isinstance(rate, bool) or value < 0:
+        raise UserError(f"compute.price_per_hour must be dollars per hour (0 or more), got {rate!r}",
+                        "e.g. compute.price_per_hour=2.5, or null to report compute in seconds only")
+    return value
 
 
 def build_method(cfg: DictConfig, budget: Budget, console: Console | None = None):
     """The method of the run, sized by the run's one Budget and reporting on `console`."""
     # Partial, then called: instantiate would turn the Budget dataclass into a plain dict.
     return instantiate(cfg.method, _partial_=True, _convert_="all")(budget=budget, console=console)
+
 
 
 def resolved(cfg: DictConfig) -> dict:

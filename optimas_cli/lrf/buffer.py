@@ -34,6 +34,18 @@ class ReplayBuffer:
         for p in pairs:
             self.pairs.setdefault(p.component, deque(maxlen=self.capacity)).append(p)
 
+    def state(self) -> dict:
+        """Its pairs and random state, for a checkpoint: a resumed run replays the same pairs."""
+        version, internal, gauss = self.rng.getstate()
+        return {"rng": [version, list(internal), gauss],
+                "pairs": {c: [p.to_dict() for p in q] for c, q in self.pairs.items()}}
+
+    def restore(self, state: dict) -> None:
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+        self.pairs = {c: deque((PreferencePair.from_dict(p) for p in rows), maxlen=self.capacity)
+                      for c, rows in state["pairs"].items()}
+
     def sample(self, n: int, components: Sequence[str] | None = None) -> list[PreferencePair]:
         """n pairs drawn uniformly (without replacement while possible) from the named components' pairs."""
         names = self.components() if components is None else [c for c in components if self.pairs.get(c)]

@@ -100,6 +100,17 @@ def append_pairs(path: str | os.PathLike, pairs: Iterable[PreferencePair]) -> in
     return n
 
 
+def save_pairs(path: str | os.PathLike, pairs: Iterable[PreferencePair]) -> int:
+    """Write a fresh JSONL file atomically (the old one, if any, is replaced only when complete)."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    if tmp.exists():
+        tmp.unlink()
+    n = append_pairs(tmp, pairs)
+    os.replace(tmp, path)
+    return n
+
+
 def load_pairs(path: str | os.PathLike) -> list[PreferencePair]:
     """Read a JSONL file of pairs; a truncated last line is skipped, a bad line elsewhere is an error."""
     path = Path(path)

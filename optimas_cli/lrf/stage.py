@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import shutil
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from rich.console import Console
 
@@ -17,14 +20,16 @@ from optimas_cli.lrf.collect import COLLECTION_PHASE, collect_all, optimizable_c
 from optimas_cli.lrf.judge import judge_accuracy
 from optimas_cli.lrf.metrics import alignment_report, pairwise_accuracy
 from optimas_cli.lrf.model import LocalRewardModel
-from optimas_cli.lrf.pairs import PreferencePair, append_pairs, load_pairs
+from optimas_cli.lrf.pairs import PreferencePair, append_pairs, load_pairs, save_pairs
 from optimas_cli.lrf.text import component_infos
-from optimas_cli.lrf.train import TrainConfig, split_heldout, train_stage1
+from optimas_cli.lrf.train import TrainConfig, adapt_stage2, split_heldout, train_stage1
 from optimas_cli.system import Pipeline, RunContext, SystemConfig
+from optimas_cli.system.caps import check_caps
 from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
 PAIRS_FILE, COLLECTED_FILE, LRF_DIR, REPORT_FILE = "pairs.jsonl", "collected.json", "lrf", "lrf_report.json"
+LRF_CHECKPOINTS = "lrf_checkpoints"  # the LRF's weights as of each loop checkpoint (Stage 2 changes them)
 
 
 def collect_settings(lrf_cfg: Mapping) -> dict:
@@ -39,15 +44,17 @@ def collect_initial_pairs(
     done: list[str] = folder.read_json(COLLECTED_FILE, {"components": []})["components"]
     todo = [n for n in optimizable_components(pipeline.system) if n not in done]
     stats = folder.read_json("collect_stats.json", {})
+    _drop_unfinished(folder, done)
 
     def persist(name: str, pairs: list[PreferencePair]) -> None:
         append_pairs(folder.file(PAIRS_FILE), pairs)
+        folder.write_json("collect_stats.json", stats)
+        folder.save_accounts(ctx)  # before the mark: a kill in between collects again, counted once
         done.append(name)
         folder.write_json(COLLECTED_FILE, {"components": done})
-        folder.write_json("collect_stats.json", stats)
-        folder.save_accounts(ctx)
         if console:
             console.print(f"  collected {len(pairs)} pairs for [bold]{name}[/] · runs so far {ctx.ledger.equivalent_runs():.1f}")
+        check_caps(ctx)  # a safe point: this component's pairs and the accounts are saved
 
     if todo:
         with ctx.ledger.timed(COLLECTION_PHASE):
@@ -56,6 +63,17 @@ def collect_initial_pairs(
     # Pairs of a component whose collection was cut short are not marked done: drop them.
     pairs = load_pairs(folder.file(PAIRS_FILE)) if folder.file(PAIRS_FILE).exists() else []
     return [p for p in pairs if p.component in done]
+
+
+def _drop_unfinished(folder: RunFolder, done: list[str]) -> None:
+    """Pairs of a component killed before it was marked done are collected again: drop the first ones."""
+    path = folder.file(PAIRS_FILE)
+    if not path.exists():
+        return
+    pairs = load_pairs(path)
+    kept = [p for p in pairs if p.component in done]
+    if len(kept) < len(pairs):
+        save_pairs(path, kept)
 
 
 def train_config(lrf_cfg: Mapping, n_pairs: int) -> TrainConfig:
@@ -85,7 +103,7 @@ def train_initial_lrf(
         return LocalRewardModel.load(folder.file(LRF_DIR)), report
 
     model = LocalRewardModel.from_config(lrf_cfg, component_infos(pipeline.system))
-    with ctx.ledger.timed("lrf_training"):
+    with ctx.ledger.timed("lrf_training"), ctx.ledger.computing("lrf_training"):
         stage1 = train_stage1(model, train_pairs, cfg, heldout=heldout, buffer=buffer)
     # Alignment is measured on held-out pairs; with too few pairs to hold any out (the toys),
     # it is measured on the training pairs and labelled so.
@@ -101,11 +119,61 @@ def train_initial_lrf(
     report.update(measured_on=measured_on, n_pairs=len(pairs), n_train_pairs=len(train_pairs),
                   n_eval_pairs=len(eval_pairs), stage1=stage1)
     model.save(folder.file(LRF_DIR))
+    folder.save_accounts(ctx)  # before the report, which marks Stage 1 done: a kill in between trains again
     folder.write_json(REPORT_FILE, report)
-    folder.save_accounts(ctx)
+    check_caps(ctx)  # a safe point: the trained model and the accounts are saved
     return model, report
 
 
 def make_buffer(lrf_cfg: Mapping, seed: int) -> ReplayBuffer:
     b = dict(lrf_cfg.get("buffer") or {})
     return ReplayBuffer(int(b.get("capacity_per_component", 500)), float(b.get("mix_ratio", 0.5)), seed)
+
+
+class Stage2:
+    """Stage 2 after an accepted update: fresh pairs under the new configuration, mixed with the replay
+    buffer. It keeps what a resumed run needs (`state()`/`restore()`, checkpointed with the loop): the
+    adaptations so far (their count is the cursor into the fresh inputs), the replay buffer, and the
+    adapted LRF's weights as of the checkpoint (a kill after an adaptation but before its checkpoint
+    must not leave the resumed run with weights from the future)."""
+
+    def __init__(self, pipeline: Pipeline, lrf: LocalRewardModel, buffer: ReplayBuffer, lrf_cfg: Mapping,
+                 fresh_pool: Sequence[dict], fresh_size: int, folder: RunFolder):
+        self.pipeline, self.lrf, self.buffer, self.lrf_cfg = pipeline, lrf, buffer, lrf_cfg
+        self.fresh_pool, self.fresh_size, self.folder = list(fresh_pool), int(fresh_size), folder
+        self.adaptations: list[dict] = []
+        self._saved: int | None = None  # the adaptation count whose weights are on disk
+
+    def __call__(self, config: SystemConfig, ctx: RunContext) -> None:
+        start = (len(self.adaptations) * self.fresh_size) % len(self.fresh_pool)
+        fresh_inputs = (self.fresh_pool[start:] + self.fresh_pool[:start])[: self.fresh_size]
+        with ctx.ledger.timed("adaptation"):
+            fresh = collect_all(self.pipeline.system, config, fresh_inputs, ctx.replace(lrf=self.lrf),
+                                self.pipeline.metric, **collect_settings(self.lrf_cfg))
+            flat = [p for ps in fresh.values() for p in ps]
+            with ctx.ledger.computing("lrf_training"):
+                self.adaptations.append(adapt_stage2(self.lrf, flat, self.buffer, train_config(self.lrf_cfg, len(flat))))
+
+    def _weights(self, n: int) -> Path:
+        return self.folder.file(LRF_CHECKPOINTS) / f"after-{n}-adaptations"
+
+    def state(self) -> dict:
+        n = len(self.adaptations)
+        if self._saved != n:
+            tmp = self._weights(n).with_name(self._weights(n).name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            self.lrf.save(tmp)
+            shutil.rmtree(self._weights(n), ignore_errors=True)
+            os.replace(tmp, self._weights(n))
+            for old in self.folder.file(LRF_CHECKPOINTS).iterdir():  # keep this one and the last committed
+                if old.name not in (self._weights(n).name, self._weights(n - 1).name):
+                    shutil.rmtree(old, ignore_errors=True)
+            self._saved = n
+        return {"adaptations": self.adaptations, "buffer": self.buffer.state()}
+
+    def restore(self, state: dict) -> None:
+        self.adaptations[:] = state["adaptations"]
+        self.buffer.restore(state["buffer"])
+        n = len(self.adaptations)
+        self.lrf.load_state_dict(LocalRewardModel.load(self._weights(n), device="cpu").state_dict())
+        self._saved = n

@@ -7,16 +7,8 @@ from collections.abc import Mapping
 from rich.console import Console
 
 from optimas_cli.errors import UserError
-from optimas_cli.lrf.collect import collect_all, optimizable_components
-from optimas_cli.lrf.stage import (
-    LRF_DIR,
-    collect_initial_pairs,
-    collect_settings,
-    make_buffer,
-    train_config,
-    train_initial_lrf,
-)
-from optimas_cli.lrf.train import adapt_stage2
+from optimas_cli.lrf.collect import optimizable_components
+from optimas_cli.lrf.stage import LRF_DIR, Stage2, collect_initial_pairs, make_buffer, train_initial_lrf
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
 from optimas_cli.system.budget import Budget
@@ -59,19 +51,8 @@ class Optimas(Method):
             f"  alignment ({report['measured_on']} pairs): LRF {_pct(report['mean_pairwise_accuracy'])}"
             f" · LLM judge {_pct(report['mean_judge_accuracy'])}"
         )
-        fresh_pool = self._fresh_pool(pipeline, splits)
-        fresh_size = self.budget.fresh_size
-        adaptations: list[dict] = []
-
-        def adapt(config, actx):
-            """Stage 2: fresh pairs under the accepted configuration, mixed with the replay buffer."""
-            start = (len(adaptations) * fresh_size) % len(fresh_pool)
-            fresh_inputs = (fresh_pool[start:] + fresh_pool[:start])[:fresh_size]
-            with actx.ledger.timed("adaptation"):
-                fresh = collect_all(system, config, fresh_inputs, actx.replace(lrf=lrf), pipeline.metric,
-                                    **collect_settings(self.lrf_cfg))
-                flat = [p for ps in fresh.values() for p in ps]
-                adaptations.append(adapt_stage2(lrf, flat, buffer, train_config(self.lrf_cfg, len(flat))))
+        adapt = Stage2(pipeline, lrf, buffer, self.lrf_cfg, self._fresh_pool(pipeline, splits), self.budget.fresh_size,
+                       folder)
 
         loop = OptimasLoop(
             pipeline, splits.train, splits.val, ctx, lrf, settings, folder,
@@ -80,6 +61,7 @@ class Optimas(Method):
             on_iteration=self.print_iteration,
             # A component without training pairs has an untrained r_k: optimizing against it is noise.
             schedulable=buffer.components if self.skip_unpaired else None,
+            carry=adapt,
         )
         unpaired = [n for n in optimizable_components(system) if n not in buffer.components()]
         if unpaired:
@@ -88,7 +70,7 @@ class Optimas(Method):
         console.print(f"[bold]Algorithm 1[/] · {settings.iterations} iterations, scheduler {self.scheduler}")
         config, history = loop.run()
         return MethodOutcome(config=config, lrf=lrf, history=history,
-                             extras={"lrf": report, "adaptations": adaptations})
+                             extras={"lrf": report, "adaptations": adapt.adaptations})
 
     def _fresh_pool(self, pipeline, splits) -> list[dict]:
         if self.stage2_pool == "beyond_train":

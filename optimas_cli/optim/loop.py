@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +23,10 @@ from optimas_cli.optim.settings import ChoiceSettings, WeightsSettings, typed
 from optimas_cli.progress import phase
 from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory, route_of
 from optimas_cli.system.budget import Budget
+from optimas_cli.system.caps import cap_reached
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
-from optimas_cli.system.run_folder import RunFolder
+from optimas_cli.system.run_folder import RunFolder, uncounted
 
 log = logging.getLogger("optimas")
 STATE_FILE = "loop_state.json"
@@ -74,6 +76,7 @@ class OptimasLoop:
     `adapt(config, ctx)` is Stage 2 (fresh pairs + replay); None disables it (optimas_no_adapt).
     `on_iteration(entry)` reports progress; `save_lrf()` checkpoints the adapted LRF.
     `schedulable()` names the components the scheduler may pick now (None: all of them).
+    `carry` is method state to checkpoint with each iteration: `state() -> dict`, `restore(dict)`.
     """
 
     def __init__(
@@ -89,9 +92,10 @@ class OptimasLoop:
         save_lrf: Callable[[], None] | None = None,
         on_iteration: Callable[[HistoryEntry], None] | None = None,
         schedulable: Callable[[], Sequence[str]] | None = None,
+        carry: Any = None,
     ):
         self.pipeline, self.system = pipeline, pipeline.system
-        self.schedulable = schedulable
+        self.schedulable, self.carry = schedulable, carry
         self.train, self.val = list(train), list(val)
         self.ctx, self.lrf, self.settings, self.folder = ctx, lrf, settings, folder
         self.adapt, self.save_lrf, self.on_iteration = adapt, save_lrf, on_iteration
@@ -106,19 +110,22 @@ class OptimasLoop:
         if state is None:
             return 0, self.system.default_config(), [], rng
         rng.bit_generator.state = state["rng"]
+        if self.carry is not None:
+            self.carry.restore(state["carry"])
         log.info("resuming Algorithm 1 after iteration %d", state["iteration"])
         history = [HistoryEntry.from_dict(e) for e in state["history"]]
         return state["iteration"], SystemConfig(state["config"]), history, rng
 
     def _checkpoint(self, done: int, config: SystemConfig, history: list[HistoryEntry],
                     rng: np.random.Generator) -> None:
+        # Accounts first: a kill before the state write redoes the iteration, counted once (see RunFolder).
+        self.folder.save_accounts(self.ctx)
         config.save(self.folder.file("best_config.json"))
         self.folder.write_json(
             STATE_FILE,
             {"iteration": done, "config": config.to_dict(), "history": [e.to_dict() for e in history],
-             "rng": rng.bit_generator.state},
+             "rng": rng.bit_generator.state, "carry": None if self.carry is None else self.carry.state()},
         )
-        self.folder.save_accounts(self.ctx)
 
     def _validate(self, trajs: list[Trajectory]) -> list[float]:
         """Per-example validation rewards: the gate compares them example by example."""
@@ -126,23 +133,29 @@ class OptimasLoop:
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> tuple[SystemConfig, list[HistoryEntry]]:
+        resumed = self.folder.file(STATE_FILE).exists()
         start, config, history, rng = self._load_or_start()
         vctx = self.ctx.replace(phase="validation", lrf=self.lrf)
         octx = self.ctx.replace(phase="local_optimization", lrf=self.lrf)
         sctx = self.ctx.replace(phase=SEARCH_SAMPLE_PHASE, lrf=self.lrf)
         # Cached trajectories: validation re-runs only the changed component and what follows it;
-        # the search sample's cached inputs feed the local optimizers.
-        with self.ctx.ledger.timed("validation"):
-            val_trajs = self.system.run(self.val, config, vctx)
-            val_scores = self._validate(val_trajs)
-        self.gate.log_detectable(val_scores)
-        with self.ctx.ledger.timed("local_optimization"):
-            search = self.system.run(self.train[: self.settings.search_size], config, sctx)
+        # the search sample's cached inputs feed the local optimizers. A resumed run rebuilds them
+        # uncounted: the checkpoint's accounts already hold them.
+        with uncounted(self.ctx) if resumed else nullcontext():
+            with self.ctx.ledger.timed("validation"):
+                val_trajs = self.system.run(self.val, config, vctx)
+                val_scores = self._validate(val_trajs)
+            with self.ctx.ledger.timed("local_optimization"):
+                search = self.system.run(self.train[: self.settings.search_size], config, sctx)
+        if not resumed:
+            self.gate.log_detectable(val_scores)
         self._observe(search, config)
         if start == 0:
             self._checkpoint(0, config, history, rng)
 
         for t in range(start, self.settings.iterations):
+            if cap_reached(self.ctx):  # a safe point: everything up to here is checkpointed
+                break
             name = self.scheduler.pick(t, history, rng, self.schedulable() if self.schedulable else None)
             component = self.system.components[name]
             search_inputs = [tr.steps[name]["inputs"] for tr in search if not tr.steps[name]["skipped"]]

@@ -191,7 +191,7 @@ def sample_proposals(
     lm_request = LMRequest(
         messages=messages, n=n, seed=ctx.seed, sample_index=int(rng.integers(1 << 30)), **request
     )
-    return list(ctx.lm.complete([lm_request], component=f"{component.name}.optimizer")[0].texts)
+    return list(ctx.lm.complete([lm_request], component=f"{component.name}.optimizer", phase=ctx.phase)[0].texts)
 
 
 def propose(

@@ -191,7 +191,8 @@ def propose(
     # A fresh folder per proposal: a rejected adapter must never overwrite the accepted one.
     out_dir = Path(tempfile.mkdtemp(prefix=f"{component.name}-", dir=work_dir))
     seed = int(make_rng(rng, cfg, ctx).integers(1 << 31))
-    log = train_adapter(component, current_value, search_inputs, lrf, base, out_dir, cfg, seed)
+    with ctx.ledger.computing("grpo_training"):
+        log = train_adapter(component, current_value, search_inputs, lrf, base, out_dir, cfg, seed)
     ctx.ledger.record(component.name, log["generations"], ctx.phase, local_scoring=True)
     log.update({"algorithm": "GRPO", "base_model": base, "parent_adapter": current_value, "adapter": str(out_dir)})
     (out_dir / "optimas_adapter.json").write_text(json.dumps(log, indent=2))

@@ -178,9 +178,10 @@ def optimization_runs(ledger: dict, count: str = "runs") -> float | None:
 def table3(runs: list[Run], sources: str) -> Table:
     groups = _group(runs, lambda r: (r.pipeline, r.method, r.variant))
     table = Table("table3", "Table 3 · cost per pipeline and method",
-                  ["Pipeline", "Method", "n", "Paper runs", "Executed runs", "LM calls", "LM tokens"], left=2,
+                  ["Pipeline", "Method", "n", "Paper runs", "Executed runs", "LM calls", "LM tokens", "Dollars",
+                   "Compute s"], left=2,
                   csv_headers=["pipeline", "method", "variant", "runs", "paper_runs", "executed_runs", "system_runs",
-                               "lm_calls", "lm_tokens"])
+                               "lm_calls", "lm_tokens", "usd", "unpriced_calls", "compute_seconds"])
     for pipeline, method, variant in sorted(groups, key=lambda k: (k[0], method_key(k[1], k[2]))):
         members = groups[(pipeline, method, variant)]
         ledgers = [r.results["ledger"] for r in members]
@@ -191,9 +192,15 @@ def table3(runs: list[Run], sources: str) -> Table:
             _mean([ledger.get("calls", 0) for ledger in ledgers]),
             _mean([ledger.get("tokens", 0) for ledger in ledgers]),
         )
+        usd = _mean([ledger.get("usd", ledger.get("cost", 0.0)) for ledger in ledgers])
+        unpriced = _mean([ledger.get("unpriced_calls", 0) for ledger in ledgers])
+        computed = [ledger["compute_seconds"] for ledger in ledgers if "compute_seconds" in ledger]
+        compute = _mean(computed) if len(computed) == len(ledgers) else None  # older results.json lack it
         table.rows.append([pipeline, method_label(method, variant), str(len(members)),
-                           *["—" if v is None else compact(v) for v in (paper, executed, calls, tokens)]])
-        table.csv_rows.append([pipeline, method, variant, len(members), paper, executed, system, calls, tokens])
+                           *["—" if v is None else compact(v) for v in (paper, executed, calls, tokens)],
+                           dollars(usd, unpriced), "n/a" if compute is None else f"{compute:,.1f}"])
+        table.csv_rows.append([pipeline, method, variant, len(members), paper, executed, system, calls, tokens,
+                               round(usd, 6), unpriced, "" if compute is None else compute])
     table.footnote = (
         "n: runs averaged. Both run counts are equivalent full-system runs spent optimizing (the final "
         "validation and the test evaluation left out). Paper runs: the paper's accounting (Appendix G.4): 2 "
@@ -202,9 +209,17 @@ def table3(runs: list[Run], sources: str) -> Table:
         "local scoring not counted. Executed runs: every component execution / K, search samples, local "
         "scoring, RL generations and every value a per-input router tried included. — : a run recorded "
         "before the paper count existed. LM calls and tokens count everything the run generated, test "
-        f"included (cache hits cost no tokens). With n > 1, each number is the mean over the runs. {sources}"
+        "included (cache hits cost no tokens). Dollars: API calls priced by litellm's cost map or lm.price, "
+        "plus compute when compute.price_per_hour was set; calls to a model without a price are shown as "
+        "unpriced, not as $0. Compute s: seconds of local generation and LRF/GRPO training (n/a: recorded "
+        f"before it was measured). With n > 1, each number is the mean over the runs. {sources}"
     )
     return table
+
+
+def dollars(usd: float, unpriced: float) -> str:
+    text = f"${usd:,.4f}"
+    return f"{text} + {compact(unpriced)} unpriced calls" if unpriced else text
 
 
 def _mean(values: list) -> float | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from optimas_cli.errors import UserError
 from optimas_cli.settings import from_mapping
@@ -23,6 +24,10 @@ class Budget:
     num_steps: int           # optimizer steps per local optimization
     fresh_size: int          # Stage 2: fresh training inputs collected after each accepted update
     iterations: int          # Algorithm 1's T (also the baselines' rounds / trials / steps)
+    # Hard caps (null: none); their one home is system/caps.py (BudgetCaps), which checks them.
+    max_usd: Any = None
+    max_runs: Any = None
+    max_wall: Any = None
 
     @classmethod
     def from_mapping(cls, cfg: Mapping | None) -> Budget:

@@ -19,6 +19,7 @@ class RunContext:
     ledger: RunLedger
     lm: Any = None  # optimas_cli.lm.client.LMClient
     lrf: Any = None  # optimas_cli.lrf.model.LocalRewardModel, for {"route": "lrf"} choices
+    caps: Any = None  # optimas_cli.system.caps.BudgetCaps, checked at the loops' safe points
     phase: str = "run"
     temperature: float | None = None
     sample_index: int = 0
@@ -48,4 +49,4 @@ class RunContext:
             )
             for m in messages
         ]
-        return [r.texts[0] for r in self.lm.complete(requests, component=component)]
+        return [r.texts[0] for r in self.lm.complete(requests, component=component, phase=self.phase)]

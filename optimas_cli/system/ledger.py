@@ -12,6 +12,8 @@ Two named counts, side by side:
   changed component and what follows it, test, a baseline's rollouts) count one run of each
   component per input; local scoring (a component run on the search sample for r_k to score, the
   search sample's own runs, RL generations) is not charged.
+
+Beside them, the compute seconds of local training (LRF Stages 1 and 2, GRPO), charged like the LM's.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ class RunLedger:
         self.charged = _counts()  # what the paper charges outside pair collection
         self.pairs = _counts()  # preference pairs collected; a phase with an entry here is charged by its pairs
         self.seconds: dict[str, float] = defaultdict(float)
+        self.compute: dict[str, float] = defaultdict(float)  # training seconds, by what was trained
         self._started = time.perf_counter()
         self._earlier_seconds = 0.0  # wall time of the process(es) this run resumed from
 
@@ -60,6 +63,15 @@ class RunLedger:
             yield
         finally:
             self.seconds[phase] += time.perf_counter() - start
+
+    @contextmanager
+    def computing(self, kind: str):
+        """Charge the block's seconds as local compute (e.g. "lrf_training", "grpo_training")."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.compute[kind] += time.perf_counter() - start
 
     def _phases(self, phase: str | None) -> list[str]:
         return [phase] if phase is not None else sorted(set(self.executions) | set(self.pairs))
@@ -85,14 +97,26 @@ class RunLedger:
     def state(self) -> dict:
         """Everything counted so far, for a checkpoint: a resumed run goes on counting from here."""
         return {"executions": _plain(self.executions), "charged": _plain(self.charged), "pairs": _plain(self.pairs),
-                "phase_seconds": dict(self.seconds), "elapsed": self.elapsed()}
+                "phase_seconds": dict(self.seconds), "compute_seconds": dict(self.compute), "elapsed": self.elapsed()}
 
-    def restore(self, state: dict) -> None:
+    def add_seconds(self, phase: str, seconds: float) -> None:
+        """Wall time spent outside this process (a killed one's, past its last checkpoint)."""
+        self.seconds[phase] += seconds
+        self._earlier_seconds += seconds
+
+    def restore_executions(self, state: dict) -> None:
+        """Set the run counts (executions, charged runs, pairs) back to a `state()`; wall time and
+        compute keep counting."""
         for key, counts in (("executions", self.executions), ("charged", self.charged), ("pairs", self.pairs)):
+            counts.clear()
             for phase, by_component in state.get(key, {}).items():
                 for component, n in by_component.items():
                     counts[phase][component] = int(n)
+
+    def restore(self, state: dict) -> None:
+        self.restore_executions(state)
         self.seconds.update({p: float(s) for p, s in state["phase_seconds"].items()})
+        self.compute.update({k: float(s) for k, s in state.get("compute_seconds", {}).items()})
         self._earlier_seconds = float(state["elapsed"])
         self._started = time.perf_counter()
 
@@ -109,7 +133,8 @@ class RunLedger:
             if p in self.pairs:
                 by_phase[p]["pairs"] = dict(self.pairs[p])
         return {"runs": round(self.equivalent_runs(), 4), "paper_runs": round(self.paper_runs(), 4),
-                "seconds": round(self.elapsed(), 3), "by_phase": by_phase}
+                "seconds": round(self.elapsed(), 3),
+                "compute_seconds": {k: round(v, 3) for k, v in sorted(self.compute.items())}, "by_phase": by_phase}
 
 
 def _plain(counts: dict) -> dict:

@@ -1,18 +1,24 @@
-"""A run folder: resolved config, log, checkpoints and results.json, all written atomically."""
+"""A run folder: resolved config, log, checkpoints, accounts and results.json, all written atomically."""
 from __future__ import annotations
 
 import json
 import os
+import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 ACCOUNTS_FILE = "accounts.json"
+INTERRUPTED_PHASE = "interrupted"  # wall time a killed process spent past its last checkpoint
 
 
 class RunFolder:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        # When an earlier process last wrote here (a log line, a pair, a checkpoint): read before this
+        # process writes anything, it dates the kill of the run this one resumes.
+        self.last_write = max((f.stat().st_mtime for f in self.path.iterdir() if f.is_file()), default=None)
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -32,17 +38,42 @@ class RunFolder:
 
     def save_accounts(self, ctx) -> None:
         """What the run has spent so far (system runs, wall time, LM usage); written with every
-        checkpoint, so a resumed run's results.json counts the work done before the kill."""
+        checkpoint, so a resumed run's results.json counts the work done before the kill. Written just
+        before the file that marks the checkpoint done: a kill between the two (one file write) is the
+        only moment whose work a resumed run counts twice."""
         usage = ctx.lm.usage() if callable(getattr(ctx.lm, "usage", None)) else {}
-        self.write_json(ACCOUNTS_FILE, {"ledger": ctx.ledger.state(), "lm": usage})
+        self.write_json(ACCOUNTS_FILE, {"ledger": ctx.ledger.state(), "lm": usage, "saved_at": time.time()})
 
-    def restore_accounts(self, ctx) -> None:
+    def restore_accounts(self, ctx) -> float | None:
+        """Go on counting from the last checkpoint; returns its time (None in a fresh folder).
+
+        The killed process's wall time past the checkpoint is added under INTERRUPTED_PHASE; its LM
+        calls past the checkpoint are counted when the resumed run replays them from the cache
+        (LMClient.attach_run), so tokens and dollars come out as in an uninterrupted run."""
         saved = self.read_json(ACCOUNTS_FILE)
         if saved is None:
-            return
+            return None
         ctx.ledger.restore(saved["ledger"])
+        saved_at = saved.get("saved_at")
+        if saved_at is not None and self.last_write is not None and self.last_write > saved_at:
+            ctx.ledger.add_seconds(INTERRUPTED_PHASE, self.last_write - saved_at)
         if saved.get("lm") and hasattr(ctx.lm, "restore_usage"):
             ctx.lm.restore_usage(saved["lm"])
+        return saved_at
 
     def __str__(self) -> str:
         return str(self.path)
+
+
+@contextmanager
+def uncounted(ctx):
+    """Rebuilding in memory what a checkpoint already holds (a resumed loop's cached trajectories) is
+    not new work: system runs and LM usage inside the block are not counted; wall time still is."""
+    ledger_state = ctx.ledger.state()
+    lm_snapshot = ctx.lm.usage_snapshot() if hasattr(ctx.lm, "usage_snapshot") else None
+    try:
+        yield
+    finally:
+        ctx.ledger.restore_executions(ledger_state)
+        if lm_snapshot is not None:
+            ctx.lm.reset_usage(lm_snapshot)

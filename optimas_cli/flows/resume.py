@@ -1,0 +1,82 @@
+"""`resume=<folder>`: continue only a run of the same pipeline and method with compatible settings.
+
+Checked before Hydra touches the folder, so a refused resume leaves it exactly as it was. Settings
+that decide what was already computed must match; caps, iterations, the test size, repeats and the
+LM's transport settings (concurrency, timeouts) may change (e.g. resume a stopped run with a raised cap).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from optimas_cli.conf import CONF_DIR, options
+from optimas_cli.errors import UserError
+
+ORIGINAL_CONFIG = "config.yaml"
+# What Stage 1, the loop's checkpoints and the call cache were computed with.
+DECIDING = ("seed", "lrf", "lm.model", "lm.temperature", "lm.max_tokens", "budget.train_size", "budget.val_size",
+            "budget.search_size", "budget.num_candidates", "budget.num_steps", "budget.fresh_size")
+LRF_ONLY_TASKS = ("collect", "train-lrf")  # their folders hold no method's state: any method may build on them
+
+
+def check_resume(path: str, cfg: Any) -> None:
+    """Raise a UserError (one line) unless `path` is a run folder that `cfg` may continue."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise UserError(f"resume={path}: no such run folder",
+                        "pass the folder of an earlier run (outputs/<date>/<time>-<pipeline>-<method>), or drop resume=")
+    if not (folder / ORIGINAL_CONFIG).is_file():
+        raise UserError(f"resume={path}: not a run folder (it has no {ORIGINAL_CONFIG})",
+                        "pass the folder of an earlier optimas run, or drop resume= to start a new one")
+    try:
+        before = OmegaConf.to_container(OmegaConf.load(folder / ORIGINAL_CONFIG), resolve=True)
+    except Exception as error:  # a damaged or hand-edited file
+        raise UserError(f"resume={path}: cannot read its {ORIGINAL_CONFIG} ({str(error).splitlines()[0]})",
+                        "restore the file, or start a new run without resume=") from None
+    now = OmegaConf.to_container(cfg, resolve=True)
+    _same(path, before, now, "pipeline", "pipeline", _name(before, "pipeline"), _name(now, "pipeline"))
+    if before.get("task") not in LRF_ONLY_TASKS:
+        _same(path, before, now, "method", "method", _name(before, "method"), _name(now, "method"))
+        method_settings = {k: v for k, v in (before.get("method") or {}).items() if k not in ("budget", "lrf")}
+        now_settings = {k: v for k, v in (now.get("method") or {}).items() if k not in ("budget", "lrf")}
+        _differs(path, "method settings", method_settings, now_settings)
+    for key in DECIDING:
+        _differs(path, key, _get(before, key), _get(now, key))
+
+
+def _name(cfg: dict, group: str) -> str:
+    """The group option a config node came from (its conf/<group>/*.yaml with the same name or target)."""
+    node = cfg.get(group) or {}
+    if node.get("name"):
+        return str(node["name"])
+    for option in options(group):
+        if OmegaConf.load(CONF_DIR / group / f"{option}.yaml").get("_target_") == node.get("_target_"):
+            return option
+    return str(node.get("_target_"))
+
+
+def _same(path: str, before: dict, now: dict, group: str, what: str, was: str, asked: str) -> None:
+    if before.get(group) != now.get(group) and was != asked:
+        raise UserError(f"resume={path} is a run of {what} {was!r}, not {asked!r}",
+                        f"resume it with {what}={was}, or drop resume= to start a new run")
+    _differs(path, f"{what} settings", before.get(group), now.get(group))
+
+
+def _differs(path: str, key: str, was: Any, now: Any) -> None:
+    if was != now:
+        raise UserError(f"resume={path} was run with other {key} ({_short(was)} there, {_short(now)} now)",
+                        f"resume with the folder's settings (see its {ORIGINAL_CONFIG}), or drop resume= to start a new run")
+
+
+def _get(cfg: dict, dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,106 @@
+"""Hard budget caps: dollars, equivalent system runs, wall time. Checked at the loops' safe points.
+
+A cap is crossed when what has been spent reaches it; the next safe point (after a checkpoint)
+raises BudgetExhausted naming it, and the run stops cleanly there and can be resumed with a raised cap.
+Warnings at 50% and 80% of each cap, once each.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from optimas_cli.errors import UserError
+
+log = logging.getLogger("optimas")
+CAPS = {"max_usd": "dollars", "max_runs": "equivalent system runs", "max_wall": "seconds of wall time"}
+WARN_AT = (0.5, 0.8)
+# Caps on what the whole run may spend: once one is reached, even the test evaluation would cross it.
+# max_runs counts the optimization's system runs (Table 3's budget), which the test evaluation is not part of.
+FORBIDS_TEST = ("max_usd", "max_wall")
+
+
+class BudgetExhausted(Exception):
+    """Raised at a safe point once a cap is reached; the run's state was checkpointed just before."""
+
+    def __init__(self, cap: str, spent: float, limit: float):
+        self.cap, self.spent, self.limit = cap, spent, limit
+        super().__init__(f"budget cap {cap}={limit:g} reached ({spent:.4g} {CAPS[cap]} spent)")
+
+    @property
+    def forbids_test(self) -> bool:
+        return self.cap in FORBIDS_TEST
+
+
+@dataclass
+class BudgetCaps:
+    """`spent()` returns what the run has spent so far, keyed like CAPS (set by the run's flow)."""
+
+    max_usd: float | None = None
+    max_runs: float | None = None
+    max_wall: float | None = None
+    spent: Callable[[], Mapping[str, float]] | None = None
+    on_warning: Callable[[str], None] | None = None
+    stopped: BudgetExhausted | None = None  # the cap that stopped the run, once one has
+    _warned: set = field(default_factory=set)
+
+    @classmethod
+    def from_budget(cls, budget: Mapping[str, Any], **kwargs: Any) -> BudgetCaps:
+        """The caps of a conf/budget node; a negative or non-numeric value is a UserError."""
+        values = {}
+        for cap in CAPS:
+            raw = budget.get(cap)
+            if raw is None:
+                continue
+            try:
+                value = float(raw)
+                if isinstance(raw, bool):
+                    raise ValueError
+            except (TypeError, ValueError):
+                raise UserError(f"budget.{cap} must be a number of {CAPS[cap]}, got {raw!r}",
+                                f"e.g. budget.{cap}=10, or budget.{cap}=null for no cap") from None
+            if not value > 0:
+                raise UserError(f"budget.{cap} must be above 0, got {raw!r}",
+                                f"e.g. budget.{cap}=10, or budget.{cap}=null for no cap")
+            values[cap] = value
+        return cls(**values, **kwargs)
+
+    def limits(self) -> dict[str, float]:
+        return {cap: getattr(self, cap) for cap in CAPS if getattr(self, cap) is not None}
+
+    def check(self) -> None:
+        """At a safe point: warn at 50% and 80% of a cap, raise BudgetExhausted once one is reached."""
+        limits = self.limits()
+        if not limits or self.spent is None:
+            return
+        spent = self.spent()
+        for cap, limit in limits.items():
+            used = float(spent.get(cap, 0.0))
+            if used >= limit:
+                self.stopped = BudgetExhausted(cap, used, limit)
+                raise self.stopped
+            for share in WARN_AT:
+                if used >= share * limit and (cap, share) not in self._warned:
+                    self._warned.add((cap, share))
+                    message = f"budget: {used:.4g} of {cap}={limit:g} {CAPS[cap]} spent ({100 * share:.0f}% reached)"
+                    log.warning(message)
+                    if self.on_warning is not None:
+                        self.on_warning(message)
+
+
+def check_caps(ctx) -> None:
+    """The loops' safe-point call: a no-op for a run without caps."""
+    caps = getattr(ctx, "caps", None)
+    if caps is not None:
+        caps.check()
+
+
+def cap_reached(ctx) -> bool:
+    """For a loop that stops itself at a safe point: True once a cap is reached (`ctx.caps.stopped`
+    then names it), after the same warnings as check_caps."""
+    try:
+        check_caps(ctx)
+    except BudgetExhausted:
+        return True
+    return False

@@ -1,0 +1,145 @@
+"""Hard caps and resume on the toy retriever (deterministic; the LRF judge calls a priced mock API model,
+so tokens and dollars are counted too): a capped run stops cleanly and, resumed with a raised cap, ends
+with the results of an uncapped run; so does a run killed at any phase boundary and resumed."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hydra import compose, initialize_config_dir
+from rich.console import Console
+
+from optimas_cli.conf import CONF_DIR
+from optimas_cli.errors import UserError
+from optimas_cli.flows.run import run
+from optimas_cli.methods.base import Method
+from optimas_cli.system.caps import BudgetCaps, BudgetExhausted
+from optimas_cli.system.run_folder import RunFolder
+from tests.test_lrf_tiny_backbone import build_tiny_bert
+
+pytestmark = pytest.mark.real_model
+QUIET = Console(quiet=True)
+
+
+class Killed(BaseException):
+    """A kill: not an Exception, so nothing on the way up handles it."""
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    return build_tiny_bert(tmp_path_factory.mktemp("bert"))
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")  # the mock API model needs none, litellm checks
+
+
+def composed(tiny_bert, cache_dir, *overrides):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=[
+            "pipeline=toy_retriever", "method=optimas", "budget=smoke", "budget.train_size=null", "budget.val_size=null",
+            "budget.test_size=null", f"lrf.backbone={tiny_bert}", "lrf.max_length=120", "lrf.min_steps=20",
+            "lm=openai", "+lm.mock_response=B", f"lm.cache_dir={cache_dir}", "repeats=1", *overrides])
+
+
+def run_in(tiny_bert, path, *overrides):
+    # Each run folder has its own call cache: another folder's rows would be (correctly) free hits.
+    return run(composed(tiny_bert, path / "cache", *overrides), RunFolder(path / "run"), QUIET)
+
+
+def essentials(results: dict) -> dict:
+    ledger = results["ledger"]
+    return {
+        "test": results.get("test"), "validation": results.get("validation"), "history": results["history"],
+        "best_config": results["best_config"],
+        "adaptations": [{k: v for k, v in a.items() if k != "seconds"} for a in results.get("adaptations", [])],
+        "runs": ledger["runs"], "calls": ledger["calls"], "tokens": ledger["tokens"], "usd": ledger["usd"],
+        "runs_by_phase": {p: row["runs"] for p, row in ledger["by_phase"].items() if row["runs"]},
+    }
+
+
+@pytest.fixture(scope="module")
+def uncapped(tiny_bert, tmp_path_factory):
+    results = run_in(tiny_bert, tmp_path_factory.mktemp("uncapped"))
+    assert results["adaptations"] and results["ledger"]["tokens"] > 0 and results["ledger"]["usd"] > 0
+    return results
+
+
+def test_a_cap_stops_the_run_and_a_raised_cap_resumes_it_to_the_uncapped_result(tiny_bert, tmp_path, uncapped):
+    # crossed inside iteration 1: the loop finishes it (the next safe point) and stops before iteration 2
+    cap = uncapped["history"][0]["runs_so_far"] - 0.5
+    stopped = run_in(tiny_bert, tmp_path, f"budget.max_runs={cap}")
+    assert stopped["stopped"] == "max_runs" and len(stopped["history"]) == 1
+    assert stopped["test"]["n"] > 0  # max_runs caps the optimization: the best so far is still evaluated
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["stopped"] == "max_runs"
+
+    resumed = run_in(tiny_bert, tmp_path, "budget.max_runs=null")
+    assert "stopped" not in resumed
+    assert essentials(resumed) == essentials(uncapped)
+
+
+def test_a_dollar_cap_forbids_the_test_evaluation_and_says_so(tiny_bert, tmp_path, uncapped):
+    stopped = run_in(tiny_bert, tmp_path, "budget.max_usd=1e-9")  # reached by the LRF judge's first calls
+    assert stopped["stopped"] == "max_usd" and "test" not in stopped and "validation" not in stopped
+    assert "max_usd" in stopped["test_skipped"] and "raised cap" in stopped["test_skipped"]
+    resumed = run_in(tiny_bert, tmp_path, "budget.max_usd=100")
+    assert essentials(resumed) == essentials(uncapped)
+
+
+def kill_at_checkpoint(monkeypatch, n: int):
+    """Kill the run as it is about to write its n-th checkpoint: the work since the previous one is done,
+    but neither recorded nor marked done."""
+    real, seen = RunFolder.save_accounts, []
+
+    def save_accounts(self, ctx):
+        seen.append(1)
+        if len(seen) == n:
+            raise Killed
+        real(self, ctx)
+
+    monkeypatch.setattr(RunFolder, "save_accounts", save_accounts)
+
+
+def kill_in_test(monkeypatch, n: int):
+    real = Method.evaluate
+
+    def evaluate(self, pipeline, outcome, examples, ctx, repeats):
+        result = real(self, pipeline, outcome, examples, ctx, repeats)
+        if ctx.phase == "test":
+            raise Killed
+        return result
+
+    monkeypatch.setattr(Method, "evaluate", evaluate)
+
+
+# Checkpoints of the toy run: 1 the retriever's pairs, 2 Stage 1's LRF, 3 the loop's opening validation,
+# 4 iteration 1 (accepted, Stage 2 adaptation), 5 iteration 2; then the test evaluation.
+@pytest.mark.parametrize("kill, n", [(kill_at_checkpoint, n) for n in (1, 2, 3, 4, 5)] + [(kill_in_test, 0)])
+def test_a_run_killed_at_a_phase_boundary_and_resumed_equals_an_uninterrupted_run(tiny_bert, tmp_path, uncapped,
+                                                                               monkeypatch, kill, n):
+    with monkeypatch.context() as patch:
+        kill(patch, n)
+        with pytest.raises(Killed):
+            run_in(tiny_bert, tmp_path)
+    resumed = run_in(tiny_bert, tmp_path)
+    assert essentials(resumed) == essentials(uncapped)
+
+
+@pytest.mark.parametrize("value, message", [(-1, "must be above 0"), ("abc", "must be a number"), (True, "must be a number")])
+def test_bad_caps_are_one_clear_error(value, message):
+    with pytest.raises(UserError, match=message):
+        BudgetCaps.from_budget({"max_runs": value})
+
+
+def test_caps_warn_at_half_and_four_fifths_then_stop():
+    spent, warnings = {"max_runs": 0.0}, []
+    caps = BudgetCaps(max_runs=10, spent=lambda: spent, on_warning=warnings.append)
+    for used in (4, 5, 6, 8, 9):
+        spent["max_runs"] = used
+        caps.check()
+    assert [w.split("(")[1] for w in warnings] == ["50% reached)", "80% reached)"]
+    spent["max_runs"] = 10
+    with pytest.raises(BudgetExhausted, match="max_runs=10"):
+        caps.check()
+    assert caps.stopped.cap == "max_runs"
