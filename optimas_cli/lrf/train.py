@@ -95,7 +95,7 @@ def split_by_input(
     pairs: Sequence[PreferencePair], dev_fraction: float, test_fraction: float, seed: int,
     min_test_pairs: int = 0, train_fraction: float = 1.0,
 ) -> PairSplit:
-    """Per component, a seeded shuffle of its inputs: the first `test_fraction` go to test, the next
+    """Per component, a seeded shuffle of its inputs (in collection order): the first `test_fraction` go to test, the next
     `dev_fraction` to dev, the first `train_fraction` of the rest to train (all their pairs each).
 
     Test and dev do not depend on `train_fraction` (an ablation over it compares on one test set),
@@ -105,14 +105,13 @@ def split_by_input(
     """
     if not 0.0 < train_fraction <= 1.0:
         raise UserError(f"lrf.train_fraction is {train_fraction}", "use a fraction in (0, 1]")
-    rng = random.Random(seed)
     out = PairSplit()
     for name, group in sorted(by_component(pairs).items()):
         by_ctx: dict[str, list[PreferencePair]] = {}
         for p in group:
             by_ctx.setdefault(_context_key(p), []).append(p)
         units = list(by_ctx.values())
-        rng.shuffle(units)
+        random.Random(f"{seed}:{name}").shuffle(units)  # per component: others' pairs never move its split
         n_test = n_dev = 0
         if len(group) < min_test_pairs:
             out.no_test[name] = f"{len(group)} pairs, fewer than the {min_test_pairs} a test split needs"
