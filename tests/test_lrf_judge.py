@@ -87,3 +87,5 @@ def test_pairwise_accuracy_is_per_component_with_a_macro_mean_and_ties_count_as_
                                               "no_test": "3 pairs, fewer than the 20 a test split needs"}
     assert (report["mean_pairwise_accuracy"], report["mean_judge_accuracy"]) == (0.5, 0.5)
     assert report["judge_parse_rate"] == 0.75
+    empty = alignment_report(acc, None, {"picker": {"collected": 0}})["components"]["picker"]
+    assert empty["no_test"].startswith("no pairs collected")

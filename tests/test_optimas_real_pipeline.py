@@ -34,8 +34,8 @@ def test_optimas_runs_on_pubmedqa(tmp_path, monkeypatch):
     # 6 training inputs give each component fewer pairs than a test split needs: each says so (n/a)
     # rather than reporting an accuracy on the pairs it trained on
     assert report["n_pairs"] > 0 and report["mean_pairwise_accuracy"] is None
-    assert all(c["pairwise_accuracy"] is None and "a test split needs" in c["no_test"]
-               for c in report["components"].values())
+    assert all(c["pairwise_accuracy"] is None and c["no_test"] for c in report["components"].values())
+    assert any("a test split needs" in c["no_test"] for c in report["components"].values())
     assert (folder.file("lrf") / "config.json").exists() and folder.file("pairs.jsonl").exists()
     state = json.loads(folder.file("loop_state.json").read_text())
     assert state["iteration"] == cfg.budget.iterations

@@ -59,7 +59,7 @@ def alignment_report(lrf: Mapping, judge: Mapping | None = None, counts: Mapping
         if counts and name in counts:
             row["pairs"] = dict(counts[name])
         if not measured:
-            row["no_test"] = (no_test or {}).get(name, "no test pairs")
+            row["no_test"] = _why_untested(name, counts or {}, no_test or {})
         components[name] = row
     return {
         "components": components,
@@ -67,3 +67,11 @@ def alignment_report(lrf: Mapping, judge: Mapping | None = None, counts: Mapping
         "mean_judge_accuracy": (judge or {}).get("mean"),
         "judge_parse_rate": (judge or {}).get("parse_rate"),
     }
+
+
+def _why_untested(name: str, counts: Mapping[str, Mapping], no_test: Mapping[str, str]) -> str:
+    if name in no_test:
+        return no_test[name]
+    if not (counts.get(name) or {}).get("collected"):
+        return "no pairs collected (its candidates tied or matched one another)"
+    return "every pair is indistinguishable to the reward model"
