@@ -40,7 +40,9 @@ def composed(tiny_bert, cache_dir, *overrides):
         return compose("config", overrides=[
             "pipeline=toy_retriever", "method=optimas", "budget=smoke", "budget.train_size=null", "budget.val_size=null",
             "budget.test_size=null", f"lrf.backbone={tiny_bert}", "lrf.max_length=120", "lrf.min_steps=20",
-            "lm=openai", "+lm.mock_response=B", f"lm.cache_dir={cache_dir}", "repeats=1", *overrides])
+            "lm=openai", "+lm.mock_response=B", f"lm.cache_dir={cache_dir}", "repeats=1",
+            "lrf.min_test_pairs=0",  # a test split on the toy, so the judge calls the (priced) LM
+            *overrides])
 
 
 def run_in(tiny_bert, path, *overrides):

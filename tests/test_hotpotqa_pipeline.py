@@ -157,6 +157,30 @@ def test_retriever_k_sets_the_number_of_passages(pipeline):
         assert empty["retrieve_content"] == ""  # no keywords, nothing retrieved
 
 
+def test_the_reward_model_reads_every_retriever_k_differently(pipeline):
+    """MiniLM reads 256 tokens: as plain text, top-5, top-10 and top-25 passages all begin alike and
+    their pairs would be unlearnable. The retriever's declared view shows k and the titles instead."""
+    from transformers import AutoTokenizer
+
+    from optimas_cli.lrf.backbone import resolve_backbone
+    from optimas_cli.lrf.text import TextRenderer, component_info
+
+    retriever = pipeline.system.components["retriever"]
+    info = component_info("retriever", retriever)
+    renderer = TextRenderer(AutoTokenizer.from_pretrained(resolve_backbone("default")), 256)
+    ctx = RunContext(ledger=RunLedger(len(pipeline.system)))
+    inputs = [{"search_keywords": ex["question"]} for ex in pipeline.splits.train[:8]]
+    outputs = {k: retriever.execute(inputs, k, ctx) for k in retriever.choices}
+    for i, x in enumerate(inputs):
+        texts = {k: renderer.render(info, x, outputs[k][i]) for k in retriever.choices}
+        assert len(set(texts.values())) == len(retriever.choices), texts
+        for k, text in texts.items():
+            assert f"Output retrieve_content: {k} passages: " in text
+            top = outputs[k][i]["retrieve_content"].splitlines()[0].split(" | ")[0]
+            assert top in text  # the titles, not the first passage's opening words
+            assert len(renderer.tokenizer(text)["input_ids"]) <= 256
+
+
 def test_the_index_is_cached_on_disk(tmp_path):
     passages = [Passage("Danube", "The Danube flows through Budapest."), Passage("Seine", "The Seine flows through Paris.")]
     BM25PassageIndex._loaded.clear()

@@ -1,10 +1,13 @@
 """Preference collection: exact pairs from small systems with known downstream rewards."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from fakes import ScriptedLM
 
 from optimas_cli.errors import UserError
+from optimas_cli.lm.types import LMResponse
 from optimas_cli.lrf.collect import COLLECTION_PHASE, collect_all, collect_pairs
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, RunContext, RunLedger
 
@@ -74,7 +77,7 @@ def test_choice_component_gives_every_ordered_pair_with_the_better_value_chosen(
     assert all(p.component == "picker" and p.context == {"clean": p.context["clean"]} for p in pairs)
     assert {(p.meta["chosen_value"], p.meta["rejected_value"]) for p in pairs} >= {(2, 1), (1, 3)}
     assert all(p.gap > 0 for p in pairs)
-    assert stats == {"examples": 2, "candidates": 6, "pairs": 5, "near_ties": 1, "identical_outputs": 0}
+    assert stats == {"examples": 2, "candidates": 6, "pairs": 5, "near_ties": 1, "identical_outputs": 0, "mc_repeats": 1}
     # Ledger: prep once per example; picker once per value per example; reader once per candidate.
     # Nothing downstream is stochastic, so no Monte Carlo repeats were paid for.
     executions = ctx.ledger.executions[COLLECTION_PHASE]
@@ -134,13 +137,24 @@ CHECKER = {("paris", 0): "ok", ("paris", 1): "ok", ("rome", 0): "ok", ("rome", 1
 
 
 class CountingLM(ScriptedLM):
+    """Decodes like a real LM: at temperature 0 (its default, as in every conf/lm config) the sample
+    index and seed change nothing, so a scripted answer may depend on them only when the call samples."""
+
+    temperature = 0.0
+
     def __init__(self, answer):
         super().__init__(answer)
         self.calls: list[tuple[str, int]] = []
 
     def complete(self, requests, component="-", phase="-"):
         self.calls.append((component, len(requests)))
-        return super().complete(requests, component)
+        out = []
+        for req in requests:
+            self.requests.append((component, req))
+            temperature = self.temperature if req.temperature is None else req.temperature
+            seen = req if temperature > 0 else dataclasses.replace(req, sample_index=0, seed=None)
+            out.append(LMResponse(texts=[self.answer(seen) for _ in range(req.n)]))
+        return out
 
 
 def lm_answer(req):
@@ -158,12 +172,14 @@ def ok_reward(example, output):
     return 1.0 if output["verdict"] == "ok" else 0.0
 
 
-def test_sampled_candidates_are_scored_by_the_mean_of_monte_carlo_repeats():
+def test_sampled_downstream_is_scored_by_the_mean_of_distinct_monte_carlo_repeats():
     system, lm = lm_system(), CountingLM(lm_answer)
     ctx = ctx_for(system, lm)
     examples = [{"query": "a"}, {"query": "b"}, {"query": "c"}]
+    stats = {}
     pairs = collect_pairs(system, system.default_config(), "writer", examples, ctx, ok_reward,
-                          num_candidates=4, mc_repeats=2, temperature=0.9, diverse=True)
+                          num_candidates=4, mc_repeats=2, temperature=0.9, diverse=True,
+                          downstream_temperature=0.7, stats=stats)
     expected = {("paris", "rome", 1.0, 0.5), ("paris", "lyon", 1.0, 0.0), ("rome", "lyon", 0.5, 0.0)}
     got = [(p.chosen["city"], p.rejected["city"], p.chosen_score, p.rejected_score) for p in pairs]
     assert sorted(got) == sorted(e for e in expected for _ in examples)
@@ -171,18 +187,60 @@ def test_sampled_candidates_are_scored_by_the_mean_of_monte_carlo_repeats():
     assert {r.temperature for r in writer_requests} == {0.9}
     assert sorted({r.sample_index for r in writer_requests}) == [0, 1, 2, 3]
     checker_requests = [r for c, r in lm.requests if c == "checker"]
-    assert {r.temperature for r in checker_requests} == {None}  # downstream keeps the run's temperature
+    assert {r.temperature for r in checker_requests} == {0.7}  # the explicit downstream decoding
+    assert sorted({r.sample_index for r in checker_requests}) == [0, 1]  # one seeded stream per repeat
     # Batched: one LM call per writer sample and per (distinct candidate, repeat), each over all examples.
     assert lm.calls == [("writer", 3)] * 4 + [("checker", 3)] * 6
     executions = ctx.ledger.executions[COLLECTION_PHASE]
     assert executions == {"prep": 3, "writer": 12, "checker": 18}
+    assert stats["mc_repeats"] == 2
+
+
+def test_greedy_downstream_runs_once_and_is_charged_once():
+    """At the run's temperature 0 a second downstream run could only replay the first: not run, not charged."""
+    system, lm = lm_system(), CountingLM(lm_answer)
+    ctx = ctx_for(system, lm)
+    stats = {}
+    pairs = collect_pairs(system, system.default_config(), "writer", [{"query": "a"}, {"query": "b"}], ctx,
+                          ok_reward, num_candidates=4, mc_repeats=2, temperature=0.9, stats=stats)
+    # greedy verdicts (sample 0): paris ok, rome ok, lyon fail
+    got = sorted((p.chosen["city"], p.rejected["city"], p.chosen_score, p.rejected_score) for p in pairs)
+    assert got == sorted([("paris", "lyon", 1.0, 0.0), ("rome", "lyon", 1.0, 0.0)] * 2)
+    checker_requests = [r for c, r in lm.requests if c == "checker"]
+    assert {r.temperature for r in checker_requests} == {None}  # the run's own decoding
+    assert ctx.ledger.executions[COLLECTION_PHASE]["checker"] == 6  # 3 distinct candidates x 2 inputs, once
+    assert lm.calls.count(("checker", 2)) == 3
+    assert stats["mc_repeats"] == 1
+
+
+def test_an_explicit_zero_downstream_temperature_is_deterministic_even_when_the_lm_samples():
+    system, lm = lm_system(), CountingLM(lm_answer)
+    lm.temperature = 0.7  # an LM config that samples by default
+    ctx = ctx_for(system, lm)
+    collect_pairs(system, system.default_config(), "writer", [{"query": "a"}], ctx, ok_reward,
+                  num_candidates=4, mc_repeats=3, temperature=0.9, downstream_temperature=0.0)
+    assert {r.temperature for c, r in lm.requests if c == "checker"} == {0.0}
+    assert ctx.ledger.executions[COLLECTION_PHASE]["checker"] == 3
+    with pytest.raises(UserError, match="downstream_temperature"):
+        collect_pairs(system, system.default_config(), "writer", [{"query": "a"}], ctx, ok_reward,
+                      downstream_temperature=-1.0)
+
+
+def test_greedy_candidates_are_drawn_once_not_once_per_candidate():
+    system, lm = lm_system(), CountingLM(lm_answer)
+    ctx = ctx_for(system, lm)
+    pairs = collect_pairs(system, system.default_config(), "writer", [{"query": "a"}], ctx, ok_reward,
+                          num_candidates=4, temperature=0.0)
+    assert pairs == []  # one candidate: nothing to compare
+    assert ctx.ledger.executions[COLLECTION_PHASE]["writer"] == 1
 
 
 def test_without_diversity_duplicates_are_scored_but_never_paired_with_themselves():
     system, lm = lm_system(), CountingLM(lm_answer)
     stats = {}
     pairs = collect_pairs(system, system.default_config(), "writer", [{"query": "a"}], ctx_for(system, lm), ok_reward,
-                          num_candidates=4, mc_repeats=2, diverse=False, stats=stats)
+                          num_candidates=4, mc_repeats=2, diverse=False, stats=stats,
+                          downstream_temperature=0.7)
     got = sorted((p.chosen["city"], p.rejected["city"]) for p in pairs)
     # candidates paris, rome, paris, lyon: both parises beat rome and lyon; the two parises are not a pair
     assert got == sorted([("paris", "rome"), ("paris", "lyon"), ("rome", "lyon"), ("paris", "rome"), ("paris", "lyon")])
@@ -263,3 +321,23 @@ def test_collect_all_visits_every_optimizable_component_and_reports_each_as_it_f
     assert collect_all(system, system.default_config(), EXAMPLES, ctx_for(system), lookup_reward, components=[]) == {}
     with pytest.raises(UserError):
         collect_all(system, system.default_config(), EXAMPLES, ctx_for(system), lookup_reward, components=["ghost"])
+
+
+def test_through_the_real_lm_client_only_what_is_generated_is_charged(tiny_lm):
+    """The real client and call cache: greedy downstream runs once per candidate; sampled repeats are
+    distinct seeded generations (their own cache rows), and each is charged."""
+    examples = [{"query": "a"}, {"query": "b"}]
+    charged, generated = {}, {}
+    for downstream in (None, 1.0):
+        system, stats = lm_system(), {}
+        ctx = ctx_for(system, tiny_lm)
+        usage = tiny_lm.usage.components["checker"]
+        calls, misses = usage.calls, usage.calls - usage.cache_hits
+        collect_pairs(system, system.default_config(), "writer", examples, ctx, ok_reward, num_candidates=3,
+                      mc_repeats=2, temperature=1.0, downstream_temperature=downstream, stats=stats)
+        charged[downstream] = ctx.ledger.executions[COLLECTION_PHASE]["checker"]
+        generated[downstream] = (usage.calls - usage.cache_hits) - misses
+        assert usage.calls - calls == charged[downstream]  # one LM completion per charged run
+        assert charged[downstream] == stats["candidates"] * stats["mc_repeats"]
+    assert charged[1.0] == 2 * charged[None]  # the same candidates (cached), two sampled repeats each
+    assert generated[1.0] > generated[None]  # the repeats were new generations, not replays

@@ -37,9 +37,9 @@ def test_a_judge_that_reads_the_outputs_scores_perfectly_and_sees_k_scored_examp
     train = keyword_pairs("gen", 5, "cited")
     lm = ScriptedLM(lambda req: "A" if any(k in sides(req)[0] for k in ("cited", "fast")) else "B")
     result = judge_accuracy(lm, held, train, k=4, components={"gen": "writes answers"}, seed=3)
-    assert result["per_component"] == {"gen": {"accuracy": 1.0, "n": 10, "unparsable": 0},
-                                       "router": {"accuracy": 1.0, "n": 6, "unparsable": 0}}
-    assert result["mean"] == 1.0 and result["unparsable"] == 0
+    assert result["per_component"] == {"gen": {"accuracy": 1.0, "n": 10, "unparsable": 0, "parse_rate": 1.0},
+                                       "router": {"accuracy": 1.0, "n": 6, "unparsable": 0, "parse_rate": 1.0}}
+    assert result["mean"] == 1.0 and result["unparsable"] == 0 and result["parse_rate"] == 1.0
     gen_prompts = [r.messages[-1]["content"] for c, r in lm.requests if "Component: gen" in r.messages[-1]["content"]]
     assert all(p.count("### Example") == 4 and "Role: writes answers" in p for p in gen_prompts)
     assert all(c == JUDGE_COMPONENT and r.temperature == 0.0 for c, r in lm.requests)
@@ -47,12 +47,17 @@ def test_a_judge_that_reads_the_outputs_scores_perfectly_and_sees_k_scored_examp
     assert {("cited" in sides(r)[0]) for _, r in lm.requests if "Component: gen" in r.messages[-1]["content"]} == {True, False}
 
 
-def test_a_judge_that_always_says_a_is_near_chance_and_unparsable_answers_count_as_wrong():
+def test_a_judge_that_always_says_a_is_near_chance_and_unparsable_answers_are_ties():
     held = keyword_pairs("gen", 200, "cited")
     always_a = judge_accuracy(ScriptedLM("A"), held, [], k=0, seed=0)
-    assert 0.4 < always_a["mean"] < 0.6
+    assert 0.4 < always_a["mean"] < 0.6 and always_a["parse_rate"] == 1.0
+    # A judge that never answers is a coin flip (0.5), not below chance; its parse rate says why.
     rambling = judge_accuracy(ScriptedLM("Both outputs have merit."), held[:20], [], k=0)
-    assert rambling["mean"] == 0.0 and rambling["per_component"]["gen"]["unparsable"] == 20
+    assert rambling["mean"] == 0.5 and rambling["per_component"]["gen"]["unparsable"] == 20
+    assert rambling["parse_rate"] == 0.0 and rambling["per_component"]["gen"]["parse_rate"] == 0.0
+    half = judge_accuracy(ScriptedLM(lambda req: "A" if "cited" in sides(req)[0] else "unsure"), held[:40], [], k=0)
+    assert 0.5 < half["mean"] < 1.0 and 0.0 < half["parse_rate"] < 1.0
+    assert half["mean"] == pytest.approx(half["parse_rate"] + 0.5 * (1 - half["parse_rate"]))
 
 
 class LengthReward:
@@ -69,9 +74,18 @@ def test_pairwise_accuracy_is_per_component_with_a_macro_mean_and_ties_count_as_
     acc = pairwise_accuracy(LengthReward(), pairs)
     assert acc["per_component"] == {"gen": {"accuracy": 1.0, "n": 4}, "router": {"accuracy": 0.0, "n": 2}}
     assert acc["mean"] == 0.5 and acc["n"] == 6
-    judge = {"per_component": {"gen": {"accuracy": 0.5, "n": 4, "unparsable": 1}}, "mean": 0.5}
-    report = alignment_report(acc, judge)
-    assert report["components"]["gen"] == {"pairwise_accuracy": 1.0, "judge_accuracy": 0.5, "n_pairs": 4,
-                                           "judge_unparsable": 1}
+    judge = {"per_component": {"gen": {"accuracy": 0.5, "n": 4, "unparsable": 1, "parse_rate": 0.75}}, "mean": 0.5,
+             "parse_rate": 0.75}
+    counts = {"gen": {"collected": 9, "trained": 5, "test": 4}, "picker": {"collected": 3, "trained": 3, "test": 0}}
+    report = alignment_report(acc, judge, counts, {"picker": "3 pairs, fewer than the 20 a test split needs"})
+    assert report["components"]["gen"] == {"pairwise_accuracy": 1.0, "judge_accuracy": 0.5, "judge_parse_rate": 0.75,
+                                           "n_pairs": 4, "judge_unparsable": 1, "pairs": counts["gen"]}
     assert report["components"]["router"]["judge_accuracy"] is None
+    # a component without a test split reads n/a with its reason, never an accuracy on training pairs
+    assert report["components"]["picker"] == {"pairwise_accuracy": None, "judge_accuracy": None,
+                                              "judge_parse_rate": None, "n_pairs": 0, "pairs": counts["picker"],
+                                              "no_test": "3 pairs, fewer than the 20 a test split needs"}
     assert (report["mean_pairwise_accuracy"], report["mean_judge_accuracy"]) == (0.5, 0.5)
+    assert report["judge_parse_rate"] == 0.75
+    empty = alignment_report(acc, None, {"picker": {"collected": 0}})["components"]["picker"]
+    assert empty["no_test"].startswith("no pairs collected")

@@ -13,7 +13,14 @@ from optimas_cli.lrf.buffer import ReplayBuffer
 from optimas_cli.lrf.metrics import pairwise_accuracy
 from optimas_cli.lrf.model import LocalRewardModel
 from optimas_cli.lrf.pairs import PreferencePair
-from optimas_cli.lrf.train import TrainConfig, adapt_stage2, pairwise_loss, split_heldout, train_stage1
+from optimas_cli.lrf.train import (
+    TrainConfig,
+    adapt_stage2,
+    distinguishable,
+    pairwise_loss,
+    split_by_input,
+    train_stage1,
+)
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda red green blue yellow orange".split()
 
@@ -50,15 +57,15 @@ def test_the_loss_matches_the_paper_worked_numbers_and_weights_by_gap():
     assert float(pairwise_loss(r_pos, r_neg, gaps)) == pytest.approx(manual, rel=1e-5)
 
 
-def test_stage1_loss_decreases_and_held_out_pairs_rank_better_than_chance(bert):
+def test_stage1_loss_decreases_and_dev_pairs_rank_better_than_chance(bert):
     model = tiny_model(bert)
     train, held = keyword_pairs(64, seed=0), keyword_pairs(24, seed=1)
-    result = train_stage1(model, train, TrainConfig(**FAST), heldout=held)
+    result = train_stage1(model, train, TrainConfig(**FAST), dev=held)
     losses = [h["train_loss"] for h in result["history"] if "train_loss" in h]
     assert losses[-1] < losses[0] * 0.7
-    assert result["heldout"]["per_component"]["gen"]["accuracy"] >= 0.9
-    assert result["heldout_pairs"] == 24 and result["train_pairs"] == 64
-    assert pairwise_accuracy(model, held)["mean"] == result["heldout"]["mean"]  # best epoch's weights are kept
+    assert result["dev"]["per_component"]["gen"]["accuracy"] >= 0.9
+    assert result["dev_pairs"] == 24 and result["train_pairs"] == 64
+    assert pairwise_accuracy(model, held)["mean"] == result["dev"]["mean"]  # best epoch's weights are kept
 
 
 def test_training_is_deterministic_with_a_seed(bert):
@@ -71,24 +78,56 @@ def test_training_is_deterministic_with_a_seed(bert):
     assert scores[0] == scores[1]
 
 
-def test_early_stopping_ends_training_when_held_out_accuracy_stops_improving(bert):
+def test_early_stopping_ends_training_when_dev_accuracy_stops_improving(bert):
     model = tiny_model(bert)
     frozen = TrainConfig(lr=0.0, head_lr=0.0, epochs=10, patience=2, batch_size=16)  # nothing can improve
     result = train_stage1(model, keyword_pairs(32, seed=3), frozen)
     assert result["epochs_run"] == 3 and result["best_epoch"] == 1
 
 
-def test_the_held_out_split_is_seeded_and_never_shares_an_input_with_training():
+def test_pairs_split_by_input_into_train_dev_and_test_and_too_few_read_no_test():
     pairs = [PreferencePair("gen", {"q": i // 3}, {"a": f"good{i}"}, {"a": f"bad{i}"}, 1.0, 0.0) for i in range(60)]
-    pairs += [PreferencePair("router", {"q": "same"}, {"a": f"x{i}"}, {"a": f"y{i}"}, 1.0, 0.0) for i in range(10)]
-    train, held = split_heldout(pairs, 0.2, seed=5)
-    assert (train, held) == split_heldout(pairs, 0.2, seed=5)
-    assert len(train) + len(held) == 70
-    gen_train = {p.context["q"] for p in train if p.component == "gen"}
-    gen_held = {p.context["q"] for p in held if p.component == "gen"}
-    assert len(gen_held) == 4 and not gen_train & gen_held
-    assert sum(p.component == "router" for p in held) == 2  # one shared input: split by pairs instead
-    assert split_heldout(pairs, 0.0, seed=5) == (pairs, [])
+    pairs += [PreferencePair("router", {"q": "same"}, {"a": f"x{i}"}, {"a": f"y{i}"}, 1.0, 0.0) for i in range(30)]
+    pairs += [PreferencePair("few", {"q": i}, {"a": f"x{i}"}, {"a": f"y{i}"}, 1.0, 0.0) for i in range(8)]
+    split = split_by_input(pairs, 0.2, 0.2, seed=5, min_test_pairs=20)
+    assert split == split_by_input(pairs, 0.2, 0.2, seed=5, min_test_pairs=20)
+    assert len(split.train) + len(split.dev) + len(split.test) == 98
+    inputs = {part: {p.context["q"] for p in getattr(split, part) if p.component == "gen"} for part in ("train", "dev", "test")}
+    assert len(inputs["test"]) == 4 and len(inputs["dev"]) == 4 and len(inputs["train"]) == 12
+    assert not (inputs["train"] & inputs["dev"] or inputs["train"] & inputs["test"] or inputs["dev"] & inputs["test"])
+    # one shared input cannot be split by input; 8 pairs are too few for a test split: both say why
+    assert split.no_test == {"router": "pairs from 1 input(s); train, dev and test need 3",
+                             "few": "8 pairs, fewer than the 20 a test split needs"}
+    assert not {p.component for p in split.dev + split.test} & {"router", "few"}
+    assert sum(p.component in ("router", "few") for p in split.train) == 38
+
+
+def test_every_train_fraction_is_measured_on_one_test_set_and_smaller_fractions_are_subsets():
+    pairs = [PreferencePair("gen", {"q": i // 2}, {"a": f"good{i}"}, {"a": f"bad{i}"}, 1.0, 0.0) for i in range(100)]
+    splits = {f: split_by_input(pairs, 0.2, 0.2, seed=1, min_test_pairs=20, train_fraction=f)
+              for f in (0.125, 0.25, 0.5, 1.0)}
+    assert len({tuple(map(id, s.test)) for s in splits.values()}) == 1 and len(splits[1.0].test) == 20
+    assert len({tuple(map(id, s.dev)) for s in splits.values()}) == 1
+    sizes = [len(splits[f].train) for f in (0.125, 0.25, 0.5, 1.0)]
+    assert sizes == [8, 16, 30, 60]  # ceil(fraction x 30 non-test, non-dev inputs) x 2 pairs
+    assert all(set(map(id, splits[a].train)) <= set(map(id, splits[b].train)) for a, b in ((0.125, 0.25), (0.25, 0.5), (0.5, 1.0)))
+    with pytest.raises(UserError, match="train_fraction"):
+        split_by_input(pairs, 0.2, 0.2, seed=1, train_fraction=0.0)
+
+
+def test_indistinguishable_pairs_are_counted_and_never_trained_on(bert):
+    model = tiny_model(bert)
+    long = " ".join(WORDS * 10)
+    # the two answers differ only past what a 48-token renderer keeps of a head: the tail survives a cut
+    tail_differs = [PreferencePair("gen", {"question": "q"}, {"answer": f"{long} good"}, {"answer": f"{long} bad"}, 1.0, 0.0)]
+    same_text = [PreferencePair("gen", {"question": "q"}, {"answer": ["a", "b"]}, {"answer": "- a\n- b"}, 1.0, 0.0)]
+    seen, hidden = distinguishable(model, tail_differs + same_text)
+    assert seen == tail_differs and hidden == same_text
+    buffer = ReplayBuffer(capacity_per_component=100, mix_ratio=0.5, seed=0)
+    result = adapt_stage2(model, same_text, buffer, TrainConfig(**FAST))
+    assert result == {"steps": 0, "fresh_pairs": 0, "indistinguishable": 1} and len(buffer) == 0
+    with pytest.raises(UserError, match="indistinguishable"):
+        train_stage1(model, same_text * 4, TrainConfig(**FAST), dev=[])
 
 
 def test_stage2_adapts_to_fresh_pairs_with_replay_and_then_buffers_them(bert):
@@ -106,7 +145,7 @@ def test_stage2_adapts_to_fresh_pairs_with_replay_and_then_buffers_them(bert):
     assert result["fresh_accuracy_after"] >= 0.8 and result["fresh_accuracy_after"] > result["fresh_accuracy_before"]
     assert pairwise_accuracy(model, keyword_pairs(16, seed=7))["mean"] >= 0.9  # the old ranking survived
     assert len(buffer) == 39 + 12
-    assert adapt_stage2(model, [], buffer, cfg) == {"steps": 0, "fresh_pairs": 0}
+    assert adapt_stage2(model, [], buffer, cfg) == {"steps": 0, "fresh_pairs": 0, "indistinguishable": 0}
 
 
 def test_bad_training_settings_are_user_errors():
@@ -123,6 +162,6 @@ def test_minilm_learns_a_keyword_rule_per_component_and_ranks_held_out_pairs_abo
                              device="cpu", max_length=64)
     train = keyword_pairs(40, 10, "support", "refund", "shipping") + keyword_pairs(40, 11, "logistics", "shipping", "refund")
     held = keyword_pairs(20, 12, "support", "refund", "shipping") + keyword_pairs(20, 13, "logistics", "shipping", "refund")
-    result = train_stage1(model, train, TrainConfig(epochs=3, patience=3, batch_size=16, seed=0), heldout=held)
-    per = result["heldout"]["per_component"]
+    result = train_stage1(model, train, TrainConfig(epochs=3, patience=3, batch_size=16, seed=0), dev=held)
+    per = result["dev"]["per_component"]
     assert per["support"]["accuracy"] > 0.9 and per["logistics"]["accuracy"] > 0.9

@@ -49,9 +49,14 @@ def fake_optimas(base: dict, *, seed: int, mean: float, fresh_size: int | None =
         {"iteration": 3, "component": "answerer", "val_before": 2.6, "val_after": 2.6, "accepted": False},
     ]
     results["lrf"] = {
-        "components": {"hinter": {"pairwise_accuracy": 0.8 + 0.05 * seed, "judge_accuracy": 0.5, "n_pairs": 10},
-                       "answerer": {"pairwise_accuracy": 0.7, "judge_accuracy": 0.45, "n_pairs": 6}},
-        "mean_pairwise_accuracy": 0.75 + 0.025 * seed, "mean_judge_accuracy": 0.475, "measured_on": "heldout",
+        "components": {"hinter": {"pairwise_accuracy": 0.8 + 0.05 * seed, "judge_accuracy": 0.5, "n_pairs": 10,
+                                  "judge_parse_rate": 0.9, "pairs": {"trained": 30, "indistinguishable": 0, "tied": 4}},
+                       "answerer": {"pairwise_accuracy": 0.7, "judge_accuracy": 0.45, "n_pairs": 6},
+                       "router": {"pairwise_accuracy": None, "judge_accuracy": None, "n_pairs": 0,
+                                  "pairs": {"trained": 5, "indistinguishable": 2, "tied": 1},
+                                  "no_test": "5 pairs, fewer than the 20 a test split needs"}},
+        "mean_pairwise_accuracy": 0.75 + 0.025 * seed, "mean_judge_accuracy": 0.475, "measured_on": "test",
+        "judge_parse_rate": 0.9,
     }
     results["config"]["seed"] = seed
     results["config"]["method"] = {"name": method, "seed": seed}
@@ -94,7 +99,7 @@ def runs(tmp_path_factory) -> Path:
     lrf_only = {k: v for k, v in fakes["optimas-seed0"].items() if k not in ("test", "validation", "history")}
     lrf_only.update(method="train-lrf", pipeline="toy_hint")
     lrf_only["config"] = {**lrf_only["config"], "lrf": {**lrf_only["config"]["lrf"], "name": "other_backbone"}}
-    lrf_only["lrf"] = {**lrf_only["lrf"], "mean_judge_accuracy": None, "measured_on": "train"}
+    lrf_only["lrf"] = {**lrf_only["lrf"], "mean_judge_accuracy": None, "judge_parse_rate": None, "measured_on": "train"}
     write(root / "fake" / "train-lrf", "results.json", json.dumps(lrf_only))
     # Broken runs: killed before results.json, cut off mid-write, and missing the test block.
     write(root / "fake" / "killed", "config.yaml", "pipeline: {}\n")
@@ -175,10 +180,15 @@ def test_table4_alignment_per_pipeline(runs):
     retriever = {k: v for k, v in rows.items() if k[0] == "toy_retriever"}
     assert set(retriever) == {("toy_retriever", "budget.fresh_size=10"), ("toy_retriever", "budget.fresh_size=20")}
     text = (runs / "report" / "report.md").read_text()
-    assert "| **76.25% ± 1.25 (×2)** | 47.50% ± 0.00 (×2) | 32 held-out |" in text
-    assert "| **75.00%** | n/a | 16 train pairs* |" in text
+    assert "| **76.25% ± 1.25 (×2)** | 47.50% ± 0.00 (×2) | 90.00% | 32 test · 2 n/a† |" in text
+    assert "| **75.00%** | n/a | n/a | 16 train pairs* · 1 n/a† |" in text
+    assert float(hint["judge_parse_rate"]) == 0.9 and hint["indistinguishable"] == "4"
+    assert hint["components_without_test"] == "2"
     components = read_csv(runs / "report" / "table4_components.csv")
     assert {float(c["pairwise_accuracy"]) for c in components if c["component"] == "hinter"} == {0.8, 0.8 + 0.05}
+    router = [c for c in components if c["component"] == "router"]
+    assert {(c["pairwise_accuracy"], c["trained"], c["indistinguishable"], c["tied"]) for c in router} == {("", "5", "2", "1")}
+    assert {c["no_test"] for c in router} == {"5 pairs, fewer than the 20 a test split needs"}
 
 
 def test_broken_runs_are_listed_with_their_reason(runs):

@@ -82,7 +82,7 @@ def test_table4_trains_the_lrf_of_every_pipeline():
 @pytest.mark.parametrize("name, key, values", [
     ("ablation_fresh_size", "budget.fresh_size", ["10", "20", "30", "40"]),
     ("ablation_candidates", "budget.num_candidates", ["3", "5", "7", "10"]),
-    ("ablation_train_fraction", "budget.train_size", ["6", "12", "25", "50"]),
+    ("ablation_train_fraction", "lrf.train_fraction", ["0.125", "0.25", "0.5", "1.0"]),
     ("ablation_lrf_backbone", "lrf", ["minilm", "llama3_8b_lora"]),
 ])
 def test_ablation_sweeps_cover_the_papers_values(name, key, values):
@@ -90,7 +90,8 @@ def test_ablation_sweeps_cover_the_papers_values(name, key, values):
     assert [j[key] for j in jobs] == values
     assert all(j["pipeline"] == "hotpotqa" for j in jobs)
     if name == "ablation_train_fraction":
-        assert cfg.budget.name == "paper" and cfg.budget.train_size == 50  # fractions of the paper's 50
+        # fractions of the paper's 50 inputs, every one split with one seed: one fixed test set of pairs
+        assert cfg.budget.name == "paper" and cfg.budget.train_size == 50 and cfg.lrf.min_test_pairs == 20
     if name in ("ablation_train_fraction", "ablation_lrf_backbone"):
         assert cfg.task == "train-lrf"  # alignment, measured by train-lrf runs
     else:

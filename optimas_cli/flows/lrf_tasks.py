@@ -58,8 +58,11 @@ def train_lrf(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     console.print(f"training the local reward model on {len(pairs)} pairs")
     _, report = train_initial_lrf(pipeline, pairs, ctx, folder, lrf_cfg, make_buffer(lrf_cfg, int(cfg.seed)))
     for name, row in report["components"].items():
+        if row["pairwise_accuracy"] is None:
+            console.print(f"  {name:<24} n/a: {row.get('no_test', 'no test pairs')}")
+            continue
         judge = "n/a" if row["judge_accuracy"] is None else f"{100 * row['judge_accuracy']:.1f}%"
-        console.print(f"  {name:<24} LRF {100 * row['pairwise_accuracy']:.1f}% · judge {judge} · {row['n_pairs']} pairs")
+        console.print(f"  {name:<24} LRF {100 * row['pairwise_accuracy']:.1f}% · judge {judge} · {row['n_pairs']} test pairs")
     results = {**_results(cfg, pipeline, ctx, pairs, "train-lrf"), "lrf": report}
     folder.write_json("results.json", results)
     return results

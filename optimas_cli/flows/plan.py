@@ -73,9 +73,12 @@ def _candidates(comp: Component, collect: Mapping) -> int:
     return len(comp.choices) if comp.kind is ConfigKind.CHOICE else int(collect.get("num_candidates", 4))
 
 
-def _collection(system, config, n: int, collect: Mapping, phase: PhaseCount) -> float:
+def _collection(system, config, n: int, collect: Mapping, phase: PhaseCount, lm_temperature: float) -> float:
     """collect_all on n inputs (lrf/collect.py); returns the expected number of preference pairs."""
     pairs = 0.0
+    sample_at = float(collect.get("temperature", 1.0))
+    down_at = collect.get("downstream_temperature")
+    down_at = lm_temperature if down_at is None else float(down_at)
     for name in system.order:
         comp = system.components[name]
         if comp.kind is ConfigKind.NONE:
@@ -84,9 +87,9 @@ def _collection(system, config, n: int, collect: Mapping, phase: PhaseCount) -> 
         for other in system.order:  # run_until: every component that does not depend on this one
             if other != name and other not in down:
                 phase.run(system.components[other], n, _calls_per_input(system.components[other], config[other]))
-        cands = _candidates(comp, collect)
+        cands = _candidates(comp, collect) if comp.kind is ConfigKind.CHOICE or comp.is_stochastic(sample_at) else 1
         phase.run(comp, cands * n)  # candidate draws: each value (choice) or sample (prompt, weights) once
-        stochastic = any(system.components[d].stochastic for d in down)
+        stochastic = any(system.components[d].is_stochastic(down_at) for d in down)
         repeats = int(collect.get("mc_repeats", 2)) if stochastic else 1
         if cands >= 2:
             for d in down:
@@ -124,14 +127,18 @@ def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, p
     system, budget, method = pipeline.system, build_budget(cfg), cfg.method
     lrf = OmegaConf.to_container(cfg.lrf, resolve=True)
     collect = lrf.get("collect") or {}
+    lm_temperature = float(OmegaConf.select(cfg, "lm.temperature", default=0.0) or 0.0)
     config = system.default_config()
-    pairs = _collection(system, config, len(splits.train), collect, phases["lrf_collection"])
-    few = pairs < int(lrf.get("min_heldout_pairs", 0) or 0)
-    heldout = float((lrf.get("train") or {}).get("heldout_fraction", 0.2))
-    if (lrf.get("judge") or {}).get("enabled", True):
-        phases["lrf_judge"].calls[JUDGE_COMPONENT] += pairs if few else round(pairs * heldout)
+    pairs = _collection(system, config, len(splits.train), collect, phases["lrf_collection"], lm_temperature)
     train = lrf.get("train") or {}
-    batches = max(1, math.ceil(pairs * (1 if few else 1 - heldout) / int(train.get("batch_size", 16))))
+    # Pairs split by input into train / dev / test; a test split only where there are enough pairs
+    # (lrf/stage.py: per component; the plan applies the threshold to the total, an estimate).
+    enough = pairs >= int(lrf.get("min_test_pairs", 0) or 0)
+    test_share = float(train.get("test_fraction", 0.2)) if enough else 0.0
+    dev_share = float(train.get("dev_fraction", 0.2))
+    if (lrf.get("judge") or {}).get("enabled", True):
+        phases["lrf_judge"].calls[JUDGE_COMPONENT] += round(pairs * test_share)
+    batches = max(1, math.ceil(pairs * max(0.0, 1 - test_share - dev_share) / int(train.get("batch_size", 16))))
     lrf_steps = max(int(train.get("epochs", 10)) * batches, int(lrf.get("min_steps", 0) or 0))
 
     optimizable = [n for n in system.order if system.components[n].kind is not ConfigKind.NONE]
@@ -157,7 +164,7 @@ def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, p
             # an acceptance: the search sample follows the new configuration; Stage 2; routes re-measured
             _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, sample)
             if adapt:
-                _scaled(lambda p: _collection(system, config, fresh, collect, p), share * first, phases["adaptation"])
+                _scaled(lambda p: _collection(system, config, fresh, collect, p, lm_temperature), share * first, phases["adaptation"])
                 if comp.kind is ConfigKind.CHOICE and comp.per_instance:  # adapted routes: validation and search
                     _scaled(lambda p, n=name: _rerun(system, n, n_val, config, p), share * first, val)
                     _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, sample)

@@ -24,6 +24,12 @@ class LazyLM:
         self._run: tuple[str, float | None] | None = None  # (run folder, time of its last checkpoint)
 
     @property
+    def temperature(self) -> float:
+        """The configured decoding temperature, known without loading the client (preference
+        collection asks it whether downstream repeats can differ)."""
+        return float(self.cfg.get("temperature") or 0.0)
+
+    @property
     def client(self):
         if self._client is None:
             from optimas_cli.lm.client import build_lm

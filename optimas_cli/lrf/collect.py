@@ -7,6 +7,13 @@ For component C_k and a batch of training inputs:
   4. every two candidates of one input whose averages differ by more than epsilon form a pair.
 Everything is batched across examples (one downstream run per candidate index and repeat), so the
 LM layer sees large batches. Executions are counted by the run's ledger under `ctx.phase`.
+
+The downstream runs decode at `downstream_temperature` (None: the run's own temperature, the one the
+system is evaluated at). Repeat r uses sample index `ctx.sample_index + r`, so at a temperature above
+0 every repeat is its own seeded sample (and its own call-cache row). When nothing downstream can
+vary at that temperature (greedy decoding, no component with randomness of its own), repeats could
+only replay the first run: the candidates run downstream once and are charged once. Likewise a
+candidate temperature of 0 draws one sample, not `num_candidates` copies of it.
 """
 from __future__ import annotations
 
@@ -71,6 +78,8 @@ def _draw_candidates(
     if comp.kind is ConfigKind.CHOICE:
         draws = [(value, comp.execute(inputs, value, ctx)) for value in comp.candidate_values()]
     else:  # PROMPT / WEIGHTS: samples of the component under its current configuration
+        if not comp.is_stochastic(temperature):
+            num_candidates = 1  # greedy samples are copies of one another
         draws = [
             (None, comp.execute(inputs, config[comp.name], ctx.replace(temperature=temperature, sample_index=ctx.sample_index + i)))
             for i in range(num_candidates)
@@ -87,8 +96,16 @@ def _draw_candidates(
     return candidates, values
 
 
-def _downstream_is_stochastic(system: CompoundSystem, name: str) -> bool:
-    return any(system.components[n].stochastic for n in system.downstream(name))
+def decoding_temperature(ctx: RunContext, override: float | None = None) -> float:
+    """The temperature LM calls decode at: `override`, else the context's, else the LM's default."""
+    for value in (override, ctx.temperature, getattr(ctx.lm, "temperature", None)):
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def _downstream_is_stochastic(system: CompoundSystem, name: str, temperature: float) -> bool:
+    return any(system.components[n].is_stochastic(temperature) for n in system.downstream(name))
 
 
 def collect_pairs(
@@ -103,6 +120,7 @@ def collect_pairs(
     epsilon: float = 0.0,
     temperature: float = 1.0,
     diverse: bool = True,
+    downstream_temperature: float | None = None,
     stats: dict | None = None,
 ) -> list[PreferencePair]:
     """Preference pairs for one component over `examples` (see the module docstring).
@@ -110,9 +128,10 @@ def collect_pairs(
     CHOICE components enumerate every value of the choice (`num_candidates` does not cap them: a
     router needs pairs involving each value). PROMPT/WEIGHTS components draw `num_candidates`
     samples at `temperature`, keeping distinct outputs only when `diverse`. NONE components have
-    nothing to optimize and yield no pairs. `mc_repeats` drops to 1 when nothing downstream is
-    stochastic. Two candidates with identical outputs never form a pair (there is nothing to rank);
-    `stats`, if given, is updated with counts of examples, candidates, pairs and near-ties.
+    nothing to optimize and yield no pairs. Downstream runs decode at `downstream_temperature` (None:
+    the run's own); `mc_repeats` drops to 1 when nothing downstream can vary at it. Two candidates
+    with identical outputs never form a pair (there is nothing to rank); `stats`, if given, is
+    updated with counts of examples, candidates, pairs, near-ties and the repeats run.
     """
     if component_name not in system.components:
         raise UserError(f"no component named {component_name!r}", f"choose one of {list(system.components)}")
@@ -121,6 +140,9 @@ def collect_pairs(
         return []
     if num_candidates < 1 or mc_repeats < 1:
         raise UserError("num_candidates and mc_repeats must be at least 1", "fix lrf.collect in the config")
+    if downstream_temperature is not None and downstream_temperature < 0:
+        raise UserError(f"lrf.collect.downstream_temperature is {downstream_temperature}, below 0",
+                        "set it to null (the run's own temperature) or a number >= 0")
     score = as_metric(metric)
     trajs = system.run_until(component_name, examples, config, ctx)
     _fix_independent_components(system, component_name, trajs, config, ctx)
@@ -137,7 +159,9 @@ def collect_pairs(
     inputs = [x for _, x in active]
     candidates, values = _draw_candidates(comp, inputs, config, ctx, num_candidates, temperature, diverse)
 
-    repeats = mc_repeats if _downstream_is_stochastic(system, component_name) else 1
+    down_temperature = decoding_temperature(ctx, downstream_temperature)
+    repeats = mc_repeats if _downstream_is_stochastic(system, component_name, down_temperature) else 1
+    down_ctx = ctx if downstream_temperature is None else ctx.replace(temperature=float(downstream_temperature))
     scores: list[list[list[float]]] = [[[] for _ in cands] for cands in candidates]
     n_cands = max(len(c) for c in candidates)
     for j in track(range(n_cands), f"{ctx.phase} · {component_name} candidates", lm=ctx.lm):
@@ -148,7 +172,7 @@ def collect_pairs(
         outs = [candidates[a][j] for a in rows]
         for rep in range(repeats):
             finished = system.run_after(
-                component_name, base, outs, config, ctx.replace(sample_index=ctx.sample_index + rep)
+                component_name, base, outs, config, down_ctx.replace(sample_index=ctx.sample_index + rep)
             )
             rewards = score.many([t.example for t in finished], [t.final(system.outputs) for t in finished])
             for a, reward in zip(rows, rewards, strict=True):
@@ -180,6 +204,7 @@ def collect_pairs(
         stats["pairs"] = stats.get("pairs", 0) + len(pairs)
         stats["near_ties"] = stats.get("near_ties", 0) + near_ties
         stats["identical_outputs"] = stats.get("identical_outputs", 0) + identical
+        stats["mc_repeats"] = repeats  # what was run, not what was asked for
     log.info("%s: %d pairs from %d inputs (%d within epsilon)", component_name, len(pairs), len(active), near_ties)
     return pairs
 

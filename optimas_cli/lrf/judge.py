@@ -1,8 +1,10 @@
 """The LLM-judge baseline of paper Table 4: the run's LM, shown k scored examples, picks the better output.
 
-Scored on the same held-out pairs as the trained reward. Which side holds the chosen output is
+Scored on the same test pairs as the trained reward. Which side holds the chosen output is
 drawn at random (seeded) so a judge that always answers "A" scores about 50%, not 100% or 0%.
-An answer that names neither side clearly is counted wrong and reported as unparsable.
+An answer that names neither side clearly is a tie (half credit, what a coin flip would score):
+counting it wrong would push a judge that rambles below chance. How many answers parsed is
+reported beside the accuracy (parse_rate).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from optimas_cli.lm.types import LMRequest
 from optimas_cli.lrf.metrics import summarize_correct
 from optimas_cli.lrf.pairs import PreferencePair, by_component
-from optimas_cli.lrf.text import ComponentInfo, component_info, format_value
+from optimas_cli.lrf.text import ComponentInfo, component_info
 
 JUDGE_COMPONENT = "lrf_judge"  # the name LM usage is attributed to
 SYSTEM_PROMPT = (
@@ -44,13 +46,13 @@ def parse_verdict(text: str) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _clip(value, max_chars: int) -> str:
-    text = format_value(value)
+def _clip(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[:max_chars] + " …"
 
 
-def _fields(prefix: str, values: Mapping, max_chars: int) -> str:
-    return "\n".join(f"{prefix}{k}: {_clip(v, max_chars)}" for k, v in values.items())
+def _fields(info: ComponentInfo, prefix: str, values: Mapping, max_chars: int) -> str:
+    """Each field as the reward model reads it (the component's declared views), clipped."""
+    return "\n".join(f"{prefix}{k}: {_clip(info.view(k, v), max_chars)}" for k, v in values.items())
 
 
 def _prompt(info: ComponentInfo, shots: Sequence[tuple[dict, dict, float]], pair: PreferencePair,
@@ -61,11 +63,11 @@ def _prompt(info: ComponentInfo, shots: Sequence[tuple[dict, dict, float]], pair
     if shots:
         parts.append("\nScored examples:")
         for i, (ctx, out, score) in enumerate(shots, 1):
-            parts.append(f"### Example {i}\n{_fields('Input ', ctx, max_chars)}\n{_fields('Output ', out, max_chars)}\nScore: {score:.3f}")
+            parts.append(f"### Example {i}\n{_fields(info, 'Input ', ctx, max_chars)}\n{_fields(info, 'Output ', out, max_chars)}\nScore: {score:.3f}")
     first, second = (pair.chosen, pair.rejected) if chosen_first else (pair.rejected, pair.chosen)
     parts.append(
-        f"\nNow compare two outputs for this input.\n{_fields('Input ', pair.context, max_chars)}\n"
-        f"Output A:\n{_fields('', first, max_chars)}\nOutput B:\n{_fields('', second, max_chars)}\n\n"
+        f"\nNow compare two outputs for this input.\n{_fields(info, 'Input ', pair.context, max_chars)}\n"
+        f"Output A:\n{_fields(info, '', first, max_chars)}\nOutput B:\n{_fields(info, '', second, max_chars)}\n\n"
         "Which output leads to the higher score? Answer with exactly one letter: A or B."
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
@@ -96,7 +98,7 @@ def judge_accuracy(
     max_chars: int = 400,
     max_tokens: int = 8,
 ) -> dict:
-    """Judge accuracy on `pairs`, per component and mean, with unparsable answers counted.
+    """Judge accuracy on `pairs`, per component and mean, with unparsable answers counted as ties.
 
     `lm` has `.complete(list[LMRequest], component) -> list[LMResponse]` (optimas_cli.lm's client).
     In-context examples come from `examples` (the training pairs) of the same component.
@@ -119,9 +121,11 @@ def judge_accuracy(
             verdict = parse_verdict(resp.texts[0] if resp.texts else "")
             unparsable[name] += verdict is None
             names.append(name)
-            correct.append(verdict == ("A" if cf else "B"))
+            correct.append(0.5 if verdict is None else float(verdict == ("A" if cf else "B")))
     summary = summarize_correct(names, correct)
     for name, v in summary["per_component"].items():
         v["unparsable"] = unparsable[name]
+        v["parse_rate"] = 1 - unparsable[name] / v["n"]
     summary["unparsable"] = sum(unparsable.values())
+    summary["parse_rate"] = 1 - summary["unparsable"] / summary["n"] if summary["n"] else None
     return summary

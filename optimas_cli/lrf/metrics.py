@@ -1,8 +1,9 @@
-"""Alignment metrics (paper Table 4): pairwise ranking accuracy on held-out pairs, per component and mean.
+"""Alignment metrics (paper Table 4): pairwise ranking accuracy on test pairs, per component and mean.
 
 A pair counts as correct only when the chosen output scores strictly higher; a tie is a miss
-(a reward that cannot tell two outputs apart does not rank them). The mean is the macro average
-over components, so a component with many pairs does not drown out one with few.
+(a reward that cannot tell two outputs apart does not rank them). A scorer may also give half
+credit (the LLM judge's unparsable answer: a tie, what a coin flip would score). The mean is the
+macro average over components, so a component with many pairs does not drown out one with few.
 """
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from collections.abc import Mapping, Sequence
 from optimas_cli.lrf.pairs import PreferencePair, by_component
 
 
-def summarize_correct(components: Sequence[str], correct: Sequence[bool]) -> dict:
-    """{"per_component": {name: {"accuracy", "n"}}, "mean": macro mean or None, "n": total}."""
-    per: dict[str, list[bool]] = {}
+def summarize_correct(components: Sequence[str], correct: Sequence[float]) -> dict:
+    """{"per_component": {name: {"accuracy", "n"}}, "mean": macro mean or None, "n": total}; each
+    entry of `correct` is the credit of one pair (True/False, or 0.5 for a tie)."""
+    per: dict[str, list[float]] = {}
     for c, ok in zip(components, correct, strict=True):
-        per.setdefault(c, []).append(bool(ok))
+        per.setdefault(c, []).append(float(ok))
     per_component = {c: {"accuracy": sum(v) / len(v), "n": len(v)} for c, v in per.items()}
     accs = [v["accuracy"] for v in per_component.values()]
     return {"per_component": per_component, "mean": statistics.fmean(accs) if accs else None, "n": len(correct)}
@@ -34,21 +36,42 @@ def pairwise_accuracy(model, pairs: Sequence[PreferencePair]) -> dict:
     return summarize_correct(components, correct)
 
 
-def alignment_report(lrf: Mapping, judge: Mapping | None = None) -> dict:
-    """The `lrf` block of results.json: per component pairwise_accuracy, judge_accuracy, n_pairs (under
-    "components"), and their means mean_pairwise_accuracy, mean_judge_accuracy."""
+def alignment_report(lrf: Mapping, judge: Mapping | None = None, counts: Mapping[str, Mapping] | None = None,
+                     no_test: Mapping[str, str] | None = None) -> dict:
+    """The `lrf` block of results.json. Per component (under "components"): pairwise_accuracy,
+    judge_accuracy, judge_parse_rate and n_pairs (the test pairs they were measured on), `pairs`
+    (its counts: collected, trained, dev, test, indistinguishable, tied) and, for a component without
+    a test split, `no_test` (why; its accuracies are None). Then the macro means and the judge's
+    overall parse rate."""
     components: dict = {}
     judge_per = (judge or {}).get("per_component", {})
-    for name, v in lrf["per_component"].items():
-        components[name] = {
-            "pairwise_accuracy": v["accuracy"],
+    names = list(dict.fromkeys([*lrf["per_component"], *(counts or {}), *(no_test or {})]))
+    for name in names:
+        measured = lrf["per_component"].get(name)
+        row = {
+            "pairwise_accuracy": measured["accuracy"] if measured else None,
             "judge_accuracy": judge_per.get(name, {}).get("accuracy"),
-            "n_pairs": v["n"],
+            "judge_parse_rate": judge_per.get(name, {}).get("parse_rate"),
+            "n_pairs": measured["n"] if measured else 0,
         }
-        if name in judge_per and "unparsable" in judge_per[name]:
-            components[name]["judge_unparsable"] = judge_per[name]["unparsable"]
+        if "unparsable" in judge_per.get(name, {}):
+            row["judge_unparsable"] = judge_per[name]["unparsable"]
+        if counts and name in counts:
+            row["pairs"] = dict(counts[name])
+        if not measured:
+            row["no_test"] = _why_untested(name, counts or {}, no_test or {})
+        components[name] = row
     return {
         "components": components,
         "mean_pairwise_accuracy": lrf.get("mean"),
         "mean_judge_accuracy": (judge or {}).get("mean"),
+        "judge_parse_rate": (judge or {}).get("parse_rate"),
     }
+
+
+def _why_untested(name: str, counts: Mapping[str, Mapping], no_test: Mapping[str, str]) -> str:
+    if name in no_test:
+        return no_test[name]
+    if not (counts.get(name) or {}).get("collected"):
+        return "no pairs collected (its candidates tied or matched one another)"
+    return "every pair is indistinguishable to the reward model"

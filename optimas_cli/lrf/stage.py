@@ -1,7 +1,8 @@
 """Stage 1 of the local reward functions, resumable inside a run folder.
 
 collect -> pairs.jsonl (one component at a time; finished components are never re-collected)
-train   -> lrf/ (backbone + heads + config) and lrf_report.json (Table 4: pairwise vs judge accuracy)
+train   -> lrf/ (backbone + heads + config) and lrf_report.json (Table 4: pairwise vs judge accuracy
+           on test pairs, and per component how many pairs were trained, indistinguishable, tied)
 Shared by `optimas collect`, `optimas train-lrf` and the optimas method.
 """
 from __future__ import annotations
@@ -22,7 +23,14 @@ from optimas_cli.lrf.metrics import alignment_report, pairwise_accuracy
 from optimas_cli.lrf.model import LocalRewardModel
 from optimas_cli.lrf.pairs import PreferencePair, append_pairs, load_pairs, save_pairs
 from optimas_cli.lrf.text import component_infos
-from optimas_cli.lrf.train import TrainConfig, adapt_stage2, split_heldout, train_stage1
+from optimas_cli.lrf.train import (
+    PairSplit,
+    TrainConfig,
+    adapt_stage2,
+    distinguishable,
+    split_by_input,
+    train_stage1,
+)
 from optimas_cli.system import Pipeline, RunContext, SystemConfig
 from optimas_cli.system.caps import check_caps
 from optimas_cli.system.run_folder import RunFolder
@@ -76,48 +84,74 @@ def _drop_unfinished(folder: RunFolder, done: list[str]) -> None:
         save_pairs(path, kept)
 
 
-def train_config(lrf_cfg: Mapping, n_pairs: int) -> TrainConfig:
+def train_config(lrf_cfg: Mapping, n_train_pairs: int) -> TrainConfig:
     """Training settings; with few pairs, enough epochs to reach `min_steps` optimizer steps."""
     settings = dict(lrf_cfg.get("train") or {})
     cfg = TrainConfig.from_mapping(settings)
     min_steps = int(lrf_cfg.get("min_steps", 0) or 0)
-    batches = max(1, math.ceil(n_pairs * (1 - cfg.heldout_fraction) / cfg.batch_size))
+    batches = max(1, math.ceil(n_train_pairs / cfg.batch_size))
     if min_steps and cfg.epochs * batches < min_steps:
         cfg.epochs = math.ceil(min_steps / batches)
     return cfg
+
+
+def split_pairs(model: LocalRewardModel, pairs: Sequence[PreferencePair], lrf_cfg: Mapping,
+                cfg: TrainConfig) -> tuple[PairSplit, list[PreferencePair]]:
+    """(the seeded train/dev/test split of the distinguishable pairs, the indistinguishable ones)."""
+    seen, hidden = distinguishable(model, pairs)
+    split = split_by_input(seen, cfg.dev_fraction, cfg.test_fraction, cfg.seed,
+                           min_test_pairs=int(lrf_cfg.get("min_test_pairs", 0) or 0),
+                           train_fraction=float(lrf_cfg.get("train_fraction", 1.0) or 1.0))
+    return split, hidden
+
+
+def pair_counts(pairs: Sequence[PreferencePair], split: PairSplit, hidden: Sequence[PreferencePair],
+                collect_stats: Mapping[str, Mapping]) -> dict[str, dict]:
+    """Per component: pairs collected, trained, dev, test, indistinguishable (never trained on) and
+    tied (candidates whose mean rewards were within epsilon: never pairs at all)."""
+    parts = {"collected": pairs, "trained": split.train, "dev": split.dev, "test": split.test,
+             "indistinguishable": hidden}
+    names = list(dict.fromkeys([*(p.component for p in pairs), *collect_stats]))
+    counts = {name: {key: sum(p.component == name for p in group) for key, group in parts.items()} for name in names}
+    for name in names:
+        counts[name]["tied"] = int((collect_stats.get(name) or {}).get("near_ties", 0))
+    return counts
 
 
 def train_initial_lrf(
     pipeline: Pipeline, pairs: Sequence[PreferencePair], ctx: RunContext, folder: RunFolder, lrf_cfg: Mapping,
     buffer: ReplayBuffer | None = None,
 ) -> tuple[LocalRewardModel, dict]:
-    """Stage 1 plus the alignment report; reloads both when this folder already holds them."""
-    cfg = train_config(lrf_cfg, len(pairs))
-    # The same seeded split every time, so a resumed run refills the buffer with the same pairs.
-    few = len(pairs) < int(lrf_cfg.get("min_heldout_pairs", 0) or 0)
-    train_pairs, heldout = (list(pairs), []) if few else split_heldout(pairs, cfg.heldout_fraction, cfg.seed)
+    """Stage 1 plus the alignment report; reloads both when this folder already holds them.
+
+    Pairs are split by input: train, dev (early stopping) and test (the reported alignment of the
+    LRF and of the LLM judge). A component with too few pairs for a test split reads n/a, with why.
+    """
+    cfg = TrainConfig.from_mapping(lrf_cfg.get("train"))  # the split's fractions and seed
     report = folder.read_json(REPORT_FILE)
     if report is not None and folder.file(LRF_DIR).exists():
-        if buffer is not None:
-            buffer.add(train_pairs)
-        return LocalRewardModel.load(folder.file(LRF_DIR)), report
+        model = LocalRewardModel.load(folder.file(LRF_DIR))
+        if buffer is not None:  # the same seeded split as before, so the buffer gets the same pairs
+            buffer.add(split_pairs(model, pairs, lrf_cfg, cfg)[0].train)
+        return model, report
 
     model = LocalRewardModel.from_config(lrf_cfg, component_infos(pipeline.system))
+    split, hidden = split_pairs(model, pairs, lrf_cfg, cfg)
     with ctx.ledger.timed("lrf_training"), ctx.ledger.computing("lrf_training"):
-        stage1 = train_stage1(model, train_pairs, cfg, heldout=heldout, buffer=buffer)
-    # Alignment is measured on held-out pairs; with too few pairs to hold any out (the toys),
-    # it is measured on the training pairs and labelled so.
-    measured_on, eval_pairs = ("heldout", heldout) if heldout else ("train", train_pairs)
-    accuracy = pairwise_accuracy(model, eval_pairs)
+        stage1 = train_stage1(model, split.train, train_config(lrf_cfg, len(split.train)), dev=split.dev, buffer=buffer)
+    accuracy = pairwise_accuracy(model, split.test)
     judge = None
     judge_cfg = dict(lrf_cfg.get("judge") or {})
-    if judge_cfg.get("enabled", True) and eval_pairs and ctx.lm is not None:
+    if judge_cfg.get("enabled", True) and split.test and ctx.lm is not None:
         with ctx.ledger.timed("lrf_judge"):
-            judge = judge_accuracy(ctx.lm, eval_pairs, examples=train_pairs, k=int(judge_cfg.get("k", 8)),
-                                   components=component_infos(pipeline.system), seed=int(lrf_cfg.get("seed", 0) or 0))
-    report = alignment_report(accuracy, judge)
-    report.update(measured_on=measured_on, n_pairs=len(pairs), n_train_pairs=len(train_pairs),
-                  n_eval_pairs=len(eval_pairs), stage1=stage1)
+            judge = judge_accuracy(ctx.lm, split.test, examples=split.train, k=int(judge_cfg.get("k", 8)),
+                                   components=component_infos(pipeline.system), seed=int(lrf_cfg.get("seed", 0) or 0),
+                                   max_chars=int(judge_cfg.get("max_chars", 400)))
+    counts = pair_counts(pairs, split, hidden, folder.read_json("collect_stats.json", {}))
+    report = alignment_report(accuracy, judge, counts, split.no_test)
+    report.update(measured_on="test", n_pairs=len(pairs), n_train_pairs=len(split.train),
+                  n_dev_pairs=len(split.dev), n_test_pairs=len(split.test), n_indistinguishable=len(hidden),
+                  stage1=stage1)
     model.save(folder.file(LRF_DIR))
     folder.save_accounts(ctx)  # before the report, which marks Stage 1 done: a kill in between trains again
     folder.write_json(REPORT_FILE, report)

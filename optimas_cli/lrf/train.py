@@ -1,8 +1,11 @@
 """Training the local reward model with the pairwise loss -log sigmoid(r(y+) - r(y-)) (paper Eq. 4).
 
 Stage 1 (`train_stage1`): from the initial preference pairs, to convergence, early-stopped on a
-seeded held-out split grouped by input (no held-out input was seen in training), keeping the best
-epoch. Stage 2 (`adapt_stage2`, after an accepted update): a few steps on fresh pairs, each batch
+dev split, keeping the best epoch. `split_by_input` makes the splits: per component, whole inputs go
+to train, dev (early stopping) or test (the reported alignment, never used to pick an epoch), so no
+dev or test input was seen in training. A pair whose two outputs render to the same text for the
+reward model is indistinguishable: r_k gives both sides one value whatever it learns, so such pairs
+are counted and never trained on. Stage 2 (`adapt_stage2`, after an accepted update): a few steps on fresh pairs, each batch
 mixed with replayed older pairs so the update adapts without forgetting.
 
 Gap weighting (`gap_weighting: gap`) weights each pair's loss by its score gap: a pair separated by
@@ -19,7 +22,7 @@ import math
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 import torch.nn.functional as F
@@ -40,8 +43,9 @@ class TrainConfig:
     weight_decay: float = 0.01
     epochs: int = 10  # Stage 1 upper bound; early stopping usually ends sooner
     batch_size: int = 16  # pairs per step (2x texts through the backbone)
-    patience: int = 2  # epochs without held-out improvement before stopping
-    heldout_fraction: float = 0.2
+    patience: int = 2  # epochs without dev improvement before stopping
+    dev_fraction: float = 0.2  # of each component's inputs: early stopping
+    test_fraction: float = 0.2  # of each component's inputs: the reported alignment (Table 4)
     gap_weighting: str = "none"  # none | gap
     grad_clip: float = 1.0
     seed: int = 0
@@ -59,8 +63,9 @@ class TrainConfig:
         out = cls(**cfg)
         if out.gap_weighting not in ("none", "gap"):
             raise UserError(f"unknown gap_weighting {out.gap_weighting!r}", "use none or gap")
-        if not 0.0 <= out.heldout_fraction < 1.0:
-            raise UserError("heldout_fraction must be in [0, 1)", "e.g. 0.2")
+        if not (0.0 <= out.dev_fraction and 0.0 <= out.test_fraction and out.dev_fraction + out.test_fraction < 1.0):
+            raise UserError(f"dev_fraction {out.dev_fraction} and test_fraction {out.test_fraction} must be >= 0 "
+                            "and leave inputs to train on", "e.g. dev_fraction 0.2, test_fraction 0.2")
         return out
 
 
@@ -76,28 +81,65 @@ def _context_key(p: PreferencePair) -> str:
     return json.dumps(p.context, sort_keys=True, default=str)
 
 
-def split_heldout(pairs: Sequence[PreferencePair], fraction: float, seed: int) -> tuple[list, list]:
-    """(train, held-out): per component, a seeded `fraction` of its inputs (all their pairs) is held out.
+@dataclass
+class PairSplit:
+    """Pairs split by input. `no_test` says, per component without a test split, why."""
 
-    A component whose pairs all share one input is split by pairs instead (nothing else to hold out).
+    train: list[PreferencePair] = field(default_factory=list)
+    dev: list[PreferencePair] = field(default_factory=list)
+    test: list[PreferencePair] = field(default_factory=list)
+    no_test: dict[str, str] = field(default_factory=dict)
+
+
+def split_by_input(
+    pairs: Sequence[PreferencePair], dev_fraction: float, test_fraction: float, seed: int,
+    min_test_pairs: int = 0, train_fraction: float = 1.0,
+) -> PairSplit:
+    """Per component, a seeded shuffle of its inputs (in collection order): the first `test_fraction` go to test, the next
+    `dev_fraction` to dev, the first `train_fraction` of the rest to train (all their pairs each).
+
+    Test and dev do not depend on `train_fraction` (an ablation over it compares on one test set),
+    and smaller fractions train on subsets of larger ones. A component with fewer than
+    `min_test_pairs` pairs or fewer than 3 inputs gets no dev or test split (all its pairs train)
+    and its reason in `no_test`, so its alignment reads n/a instead of an accuracy on training pairs.
     """
-    rng = random.Random(seed)
-    train: list[PreferencePair] = []
-    heldout: list[PreferencePair] = []
-    if fraction <= 0:
-        return list(pairs), []
-    for _, group in sorted(by_component(pairs).items()):
+    if not 0.0 < train_fraction <= 1.0:
+        raise UserError(f"lrf.train_fraction is {train_fraction}", "use a fraction in (0, 1]")
+    out = PairSplit()
+    for name, group in sorted(by_component(pairs).items()):
         by_ctx: dict[str, list[PreferencePair]] = {}
         for p in group:
             by_ctx.setdefault(_context_key(p), []).append(p)
-        units = list(by_ctx.values()) if len(by_ctx) >= 2 else [[p] for p in group]
-        rng.shuffle(units)
-        n_held = min(len(units) - 1, max(1, round(len(units) * fraction))) if len(units) >= 2 else 0
-        for unit in units[:n_held]:
-            heldout += unit
-        for unit in units[n_held:]:
-            train += unit
-    return train, heldout
+        units = list(by_ctx.values())
+        random.Random(f"{seed}:{name}").shuffle(units)  # per component: others' pairs never move its split
+        n_test = n_dev = 0
+        if len(group) < min_test_pairs:
+            out.no_test[name] = f"{len(group)} pairs, fewer than the {min_test_pairs} a test split needs"
+        elif len(units) < 3:
+            out.no_test[name] = f"pairs from {len(units)} input(s); train, dev and test need 3"
+        else:
+            n_test = max(1, round(len(units) * test_fraction)) if test_fraction > 0 else 0
+            if not n_test:
+                out.no_test[name] = "no test split configured (lrf.train.test_fraction is 0)"
+            n_dev = max(1, round(len(units) * dev_fraction)) if dev_fraction > 0 else 0
+            n_dev = min(n_dev, len(units) - n_test - 1)
+        rest = units[n_test + n_dev:]
+        out.test += [p for unit in units[:n_test] for p in unit]
+        out.dev += [p for unit in units[n_test:n_test + n_dev] for p in unit]
+        out.train += [p for unit in rest[: max(1, math.ceil(len(rest) * train_fraction))] for p in unit]
+    return out
+
+
+def distinguishable(model, pairs: Sequence[PreferencePair]) -> tuple[list[PreferencePair], list[PreferencePair]]:
+    """(pairs whose chosen and rejected outputs render to different texts, pairs that render alike)."""
+    seen, hidden = [], []
+    for name, group in by_component(pairs).items():
+        contexts = [p.context for p in group]
+        chosen = model.texts(name, contexts, [p.chosen for p in group])
+        rejected = model.texts(name, contexts, [p.rejected for p in group])
+        for p, c, r in zip(group, chosen, rejected, strict=True):
+            (seen if c != r else hidden).append(p)
+    return seen, hidden
 
 
 @dataclass
@@ -109,12 +151,13 @@ class _Item:
 
 
 def _render(model, pairs: Sequence[PreferencePair]) -> list[_Item]:
+    """Pairs as the texts the reward model reads; indistinguishable ones are left out."""
     items = []
     for name, group in by_component(pairs).items():
         contexts = [p.context for p in group]
         chosen = model.texts(name, contexts, [p.chosen for p in group])
         rejected = model.texts(name, contexts, [p.rejected for p in group])
-        items += [_Item(name, c, r, p.gap) for p, c, r in zip(group, chosen, rejected, strict=True)]
+        items += [_Item(name, c, r, p.gap) for p, c, r in zip(group, chosen, rejected, strict=True) if c != r]
     return items
 
 
@@ -130,7 +173,7 @@ def _batch_loss(model, batch: Sequence[_Item], gap_weighting: str) -> torch.Tens
 
 @torch.no_grad()
 def _evaluate(model, items: Sequence[_Item], batch_size: int) -> tuple[float, dict]:
-    """(mean held-out loss, accuracy summary) in eval mode."""
+    """(mean loss, accuracy summary) in eval mode."""
     was_training = model.training
     model.eval()
     try:
@@ -190,23 +233,29 @@ def train_stage1(
     model,
     pairs: Sequence[PreferencePair],
     cfg: TrainConfig | Mapping | None = None,
-    heldout: Sequence[PreferencePair] | None = None,
+    dev: Sequence[PreferencePair] | None = None,
     buffer: ReplayBuffer | None = None,
 ) -> dict:
-    """Train on `pairs` until held-out accuracy stops improving; the best epoch's weights are kept.
+    """Train on `pairs` until dev accuracy stops improving; the best epoch's weights are kept.
 
-    Without `heldout`, a `cfg.heldout_fraction` split of `pairs` is held out (split_heldout, seeded
-    by cfg.seed, so a caller can recompute it to run the LLM judge on the same pairs). The training
-    pairs go into `buffer` when one is given. Returns the training history and held-out accuracy.
+    Without `dev`, a `cfg.dev_fraction` split of `pairs` by input is the dev set (nothing is held
+    out for test here: the caller who reports alignment splits with split_by_input first). The
+    training pairs go into `buffer` when one is given. Returns the training history and dev accuracy.
     """
     cfg = cfg if isinstance(cfg, TrainConfig) else TrainConfig.from_mapping(cfg)
-    train_pairs, held_pairs = (list(pairs), list(heldout)) if heldout is not None else split_heldout(
-        pairs, cfg.heldout_fraction, cfg.seed)
+    if dev is None:
+        split = split_by_input(pairs, cfg.dev_fraction, 0.0, cfg.seed)
+        train_pairs, held_pairs = split.train, split.dev
+    else:
+        train_pairs, held_pairs = list(pairs), list(dev)
     if not train_pairs:
         raise UserError("no preference pairs to train the local reward model on",
                         "collect pairs first (more examples, more candidates, or a smaller epsilon)")
     started = time.perf_counter()
     train_items, held_items = _render(model, train_pairs), _render(model, held_pairs)
+    if not train_items:
+        raise UserError("every training pair renders to the same text on both sides (indistinguishable)",
+                        "declare a reward_view for the component, or raise lrf.max_length")
     rng = random.Random(cfg.seed)
     history: list[dict] = []
     steps = 0
@@ -215,7 +264,7 @@ def train_stage1(
         best_key, best_state, best_epoch = None, _trainable_state(model), 0
         if held_items:  # for the record only: the untrained model is never the one kept
             loss0, acc0 = _evaluate(model, held_items, cfg.batch_size)
-            history.append({"epoch": 0, "heldout_loss": loss0, "heldout_accuracy": acc0["mean"]})
+            history.append({"epoch": 0, "dev_loss": loss0, "dev_accuracy": acc0["mean"]})
         since_best = 0
         n_batches = math.ceil(len(train_items) / cfg.batch_size)
         model.train()
@@ -231,7 +280,7 @@ def train_stage1(
                 row = {"epoch": epoch, "train_loss": sum(losses) / len(losses)}
                 if held_items:
                     loss, acc = _evaluate(model, held_items, cfg.batch_size)
-                    row.update(heldout_loss=loss, heldout_accuracy=acc["mean"])
+                    row.update(dev_loss=loss, dev_accuracy=acc["mean"])
                     key = (acc["mean"], -loss)
                     if best_key is None or key > best_key:
                         best_key, best_state, best_epoch, since_best = key, _trainable_state(model), epoch, 0
@@ -250,7 +299,7 @@ def train_stage1(
         buffer.add(train_pairs)
     result = {
         "train_pairs": len(train_pairs),
-        "heldout_pairs": len(held_pairs),
+        "dev_pairs": len(held_pairs),
         "epochs_run": history[-1]["epoch"] if history else 0,
         "best_epoch": best_epoch,
         "steps": steps,
@@ -258,7 +307,7 @@ def train_stage1(
         "seconds": round(time.perf_counter() - started, 2),
     }
     if held_items:
-        result["heldout_loss"], result["heldout"] = _evaluate(model, held_items, cfg.batch_size)
+        result["dev_loss"], result["dev"] = _evaluate(model, held_items, cfg.batch_size)
     return result
 
 
@@ -268,10 +317,12 @@ def adapt_stage2(
     buffer: ReplayBuffer,
     cfg: TrainConfig | Mapping | None = None,
 ) -> dict:
-    """A few steps on fresh pairs mixed with replayed ones; the fresh pairs then join the buffer."""
+    """A few steps on fresh pairs mixed with replayed ones; the fresh pairs then join the buffer.
+    Indistinguishable fresh pairs are counted and left out (of training and of the buffer)."""
     cfg = cfg if isinstance(cfg, TrainConfig) else TrainConfig.from_mapping(cfg)
+    fresh_pairs, hidden = distinguishable(model, fresh_pairs)
     if not fresh_pairs:
-        return {"steps": 0, "fresh_pairs": 0}
+        return {"steps": 0, "fresh_pairs": 0, "indistinguishable": len(hidden)}
     started = time.perf_counter()
     batches = buffer.mixed_batches(list(fresh_pairs), cfg.stage2_batch_size, cfg.stage2_steps)
     fresh_items = _render(model, fresh_pairs)
@@ -281,7 +332,9 @@ def adapt_stage2(
         optimizer = _optimizer(model, cfg.stage2_lr or cfg.lr, cfg)
         model.train()
         for batch in track(batches, "LRF adaptation · batches"):
-            losses.append(_step(model, optimizer, _render(model, batch), cfg))
+            items = _render(model, batch)
+            if items:  # replayed pairs were filtered when they were fresh; this guards old buffers
+                losses.append(_step(model, optimizer, items, cfg))
     model.eval()
     _, after = _evaluate(model, fresh_items, cfg.stage2_batch_size)
     n_fresh, n_replay = buffer.batch_shape(cfg.stage2_batch_size, len(fresh_pairs))
@@ -289,6 +342,7 @@ def adapt_stage2(
     return {
         "steps": len(batches),
         "fresh_pairs": len(fresh_pairs),
+        "indistinguishable": len(hidden),
         "batch_fresh": n_fresh,
         "batch_replayed": n_replay,
         "losses": losses,

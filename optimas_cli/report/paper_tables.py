@@ -231,41 +231,55 @@ def _mean(values: list) -> float | None:
 def table4(runs: list[Run], sources: str) -> Table:
     aligned = [r for r in runs if "lrf" in r.results]
     groups = _group(aligned, lambda r: (r.pipeline, r.lrf_variant))
-    table = Table("table4", "Table 4 · alignment of the local reward functions (pairwise accuracy)",
-                  ["Pipeline", "From", "LRF", "LLM judge", "Pairs"], left=2,
+    table = Table("table4", "Table 4 · alignment of the local reward functions (pairwise accuracy on test pairs)",
+                  ["Pipeline", "From", "LRF", "LLM judge", "Judge parsed", "Pairs"], left=2,
                   csv_headers=["pipeline", "variant", "runs", "lrf_accuracy", "lrf_std", "judge_accuracy",
-                               "judge_std", "judge_runs", "pairs", "measured_on", "methods"])
+                               "judge_std", "judge_runs", "judge_parse_rate", "pairs", "measured_on",
+                               "indistinguishable", "components_without_test", "methods"])
     for i, (pipeline, variant) in enumerate(sorted(groups, key=lambda k: (k[0], natural_key(k[1])))):
         members = groups[(pipeline, variant)]
-        lrf = Summary.of([float(r.results["lrf"]["mean_pairwise_accuracy"]) for r in members])
+        # A run whose components all lacked a test split has no accuracy: n/a, never a training accuracy.
+        measured_runs = [float(a) for r in members if (a := r.results["lrf"]["mean_pairwise_accuracy"]) is not None]
+        lrf = Summary.of(measured_runs) if measured_runs else None
         # A run without a judge (disabled, or no LM) leaves it out; the count shows how many had one.
         judged = [float(j) for r in members if (j := r.results["lrf"].get("mean_judge_accuracy")) is not None]
         judge = Summary.of(judged) if judged else None
-        pairs = sum(int(c["n_pairs"]) for r in members for c in r.results["lrf"]["components"].values())
+        parsed = [float(p) for r in members if (p := r.results["lrf"].get("judge_parse_rate")) is not None]
+        parse_rate = sum(parsed) / len(parsed) if parsed else None
+        rows = [c for r in members for c in r.results["lrf"]["components"].values()]
+        pairs = sum(int(c["n_pairs"]) for c in rows)
+        hidden = sum(int((c.get("pairs") or {}).get("indistinguishable", 0)) for c in rows)
+        without_test = sum(1 for c in rows if c.get("pairwise_accuracy") is None)
         measured = sorted({str(r.results["lrf"].get("measured_on", "heldout")) for r in members})
         methods = sorted({r.method for r in members})
         label = f"{pipeline} [{variant}]" if variant else pipeline
+        where = "/".join({"test": "test", "heldout": "held-out"}.get(m, f"{m} pairs*") for m in measured)
         table.rows.append([
             label,
             ", ".join(methods),
-            percent(lrf.mean) + _spread(lrf),
+            "n/a" if lrf is None else percent(lrf.mean) + _spread(lrf),
             "n/a" if judge is None else percent(judge.mean) + _spread(judge),
-            f"{pairs:,} " + "/".join("held-out" if m == "heldout" else f"{m} pairs*" for m in measured),
+            "n/a" if parse_rate is None else percent(parse_rate),
+            f"{pairs:,} {where}" + (f" · {without_test} n/a†" if without_test else ""),
         ])
-        if judge is None or lrf.mean > judge.mean:
+        if lrf is not None and (judge is None or lrf.mean > judge.mean):
             table.bold.add((i, 2))
-        if judge is not None and judge.mean >= lrf.mean:
+        if judge is not None and (lrf is None or judge.mean >= lrf.mean):
             table.bold.add((i, 3))
-        table.csv_rows.append([pipeline, variant, len(members), lrf.mean, lrf.std,
+        table.csv_rows.append([pipeline, variant, len(members), None if lrf is None else lrf.mean,
+                               None if lrf is None else lrf.std,
                                None if judge is None else judge.mean, None if judge is None else judge.std,
-                               0 if judge is None else judge.count,
-                               pairs, "/".join(measured), " ".join(methods)])
+                               0 if judge is None else judge.count, parse_rate,
+                               pairs, "/".join(measured), hidden, without_test, " ".join(methods)])
     table.footnote = (
-        "Share of preference pairs that each scorer ranks like the global reward, averaged over the "
-        "pipeline's components (50% = chance). LRF: the trained local reward model; LLM judge: the LM asked "
-        "which output is better. Pairs: held-out pairs scored, summed over components and runs "
-        "(*: too few pairs to hold any out, measured on the training pairs). Bold: the better scorer. "
-        f"n/a: no judge ran. {sources}"
+        "Share of test preference pairs (inputs used neither for training nor for early stopping) that "
+        "each scorer ranks like the global reward, averaged over the pipeline's components (50% = chance). "
+        "LRF: the trained local reward model; LLM judge: the LM asked which output is better, an "
+        "unparsable answer counting as a tie (0.5); Judge parsed: the share of its answers that named "
+        "one side. Pairs: test pairs scored, summed over components and runs (*: older runs measured on "
+        "training pairs); †: components with too few pairs for a test split (their reason is in "
+        "table4_components.csv), left out of the means. Bold: the better scorer. "
+        f"n/a: nothing to measure, or no judge ran. {sources}"
     )
     return table
 
@@ -276,8 +290,15 @@ def _spread(s: Summary) -> str:
 
 
 def component_rows(runs: list[Run]) -> tuple[list[str], list[list]]:
-    """Table 4 per component and run, for the CSV."""
-    headers = ["pipeline", "variant", "folder", "component", "pairwise_accuracy", "judge_accuracy", "n_pairs"]
-    rows = [[r.pipeline, r.lrf_variant, str(r.folder), name, c["pairwise_accuracy"], c["judge_accuracy"], c["n_pairs"]]
-            for r in runs if "lrf" in r.results for name, c in r.results["lrf"]["components"].items()]
+    """Table 4 per component and run, for the CSV: accuracies on test pairs, the judge's parse rate,
+    where the pairs went (trained / indistinguishable / tied) and why a component has no test split."""
+    headers = ["pipeline", "variant", "folder", "component", "pairwise_accuracy", "judge_accuracy",
+               "judge_parse_rate", "n_pairs", "trained", "indistinguishable", "tied", "no_test"]
+    rows = []
+    for r in runs:
+        for name, c in (r.results["lrf"]["components"].items() if "lrf" in r.results else ()):
+            counts = c.get("pairs") or {}
+            rows.append([r.pipeline, r.lrf_variant, str(r.folder), name, c["pairwise_accuracy"], c["judge_accuracy"],
+                         c.get("judge_parse_rate"), c["n_pairs"], counts.get("trained"), counts.get("indistinguishable"),
+                         counts.get("tied"), c.get("no_test", "")])
     return headers, rows

@@ -45,9 +45,14 @@ class Component:
     when: Callable[[dict], bool] | None = field(default=None, repr=False)  # run only where this holds
     # Whether `forward` makes one LM call per input: `optimas plan` counts a run's calls from it.
     calls_lm: ClassVar[bool] = False
+    # How the local reward model reads a field: {field: view name}, the views being defined in
+    # optimas_cli/lrf/text.py (VIEWS). Fields not named are read as text. A view keeps what tells two
+    # outputs apart within the reward model's token budget (a retriever's k and passage titles).
+    reward_view: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.inputs, self.outputs = tuple(self.inputs), tuple(self.outputs)
+        self.reward_view = dict(self.reward_view)
         self.kind = ConfigKind(self.kind)
         if self.kind is ConfigKind.CHOICE and not self.choices:
             raise ValueError(f"component {self.name!r}: a choice component needs a non-empty `choices`")
@@ -62,10 +67,11 @@ class Component:
         raise NotImplementedError(f"component {self.name!r} declares no heuristic local metric")
 
     # -- used by the system ---------------------------------------------------------------------
-    @property
-    def stochastic(self) -> bool:
-        """Whether repeated runs can differ (so Monte Carlo repeats are worth paying for)."""
-        return self.kind in (ConfigKind.PROMPT, ConfigKind.WEIGHTS)
+    def is_stochastic(self, temperature: float) -> bool:
+        """Whether two runs on the same input can differ when LM calls decode at `temperature` (so
+        Monte Carlo repeats are worth paying for). Prompt and weights components are LM calls, random
+        only when sampled; a component with randomness of its own overrides this."""
+        return temperature > 0 and self.kind in (ConfigKind.PROMPT, ConfigKind.WEIGHTS)
 
     def candidate_values(self) -> list[Any]:
         """The values a choice optimizer or a preference collector enumerates."""

@@ -35,6 +35,9 @@ class PassageRetriever(Component):
             kind=ConfigKind.CHOICE,
             default=default_k,
             choices=K_CHOICES,
+            # MiniLM reads 256 tokens: the passages themselves would show only the first one or two, the
+            # same for every k. Their count (k) and titles are what sets one k's output apart.
+            reward_view={"retrieve_content": "titled_lines"},
         )
         self.search = search
 

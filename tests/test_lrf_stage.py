@@ -1,0 +1,75 @@
+"""Stage 1 in a run folder: pairs split by input, Table 4's alignment on test pairs only, pair counts."""
+from __future__ import annotations
+
+import pytest
+from fakes import ScriptedLM
+from test_lrf_tiny_backbone import build_tiny_bert
+
+from optimas_cli.lrf.metrics import pairwise_accuracy
+from optimas_cli.lrf.pairs import PreferencePair
+from optimas_cli.lrf.stage import REPORT_FILE, split_pairs, train_initial_lrf
+from optimas_cli.lrf.train import TrainConfig
+from optimas_cli.system import Component, CompoundSystem, ConfigKind, Metric, Pipeline, RunContext, RunLedger
+from optimas_cli.system.pipeline import Splits
+from optimas_cli.system.run_folder import RunFolder
+
+
+class Writer(Component):
+    def __init__(self):
+        super().__init__("gen", "writes the answer", ("question",), ("answer",), kind=ConfigKind.PROMPT, default="")
+
+
+class Picker(Component):
+    def __init__(self):
+        super().__init__("picker", "picks k", ("question",), ("k",), kind=ConfigKind.CHOICE, default=1, choices=(1, 2))
+
+
+def pipeline() -> Pipeline:
+    system = CompoundSystem([Writer(), Picker()], inputs=("question",), outputs=("answer", "k"))
+    return Pipeline("stage_test", system, Splits([], [], []), Metric("reward", lambda ex, out: 0.0))
+
+
+def gen_pairs() -> list[PreferencePair]:
+    """30 inputs x 2 pairs: answers with 'red' beat answers with 'blue'."""
+    return [PreferencePair("gen", {"question": f"alpha {i}"}, {"answer": f"red beta {i} {j}"},
+                           {"answer": f"blue beta {i} {j}"}, 1.0, 0.0) for i in range(30) for j in range(2)]
+
+
+@pytest.fixture(scope="module")
+def lrf_cfg(tmp_path_factory):
+    return {"backbone": build_tiny_bert(tmp_path_factory.mktemp("bert")), "device": "cpu", "max_length": 48,
+            "min_steps": 0, "min_test_pairs": 20,
+            "train": {"lr": 3e-3, "head_lr": 3e-2, "batch_size": 8, "epochs": 3, "patience": 3, "seed": 0,
+                      "dev_fraction": 0.2, "test_fraction": 0.2},
+            "judge": {"enabled": True, "k": 0}}
+
+
+def test_alignment_is_measured_on_test_pairs_never_used_to_pick_the_epoch(tmp_path, lrf_cfg):
+    few = [PreferencePair("picker", {"question": f"alpha {i}"}, {"k": 2}, {"k": 1}, 1.0, 0.0) for i in range(6)]
+    alike = [PreferencePair("gen", {"question": "alpha 99"}, {"answer": ["red"]}, {"answer": "- red"}, 1.0, 0.0)]
+    pairs = gen_pairs() + few + alike
+    folder = RunFolder(tmp_path)
+    folder.write_json("collect_stats.json", {"gen": {"near_ties": 3}, "picker": {"near_ties": 1}})
+    judge = ScriptedLM("I cannot tell.")  # never names a side: every verdict is a tie
+    ctx = RunContext(ledger=RunLedger(2), lm=judge)
+    model, report = train_initial_lrf(pipeline(), pairs, ctx, folder, lrf_cfg)
+
+    split, hidden = split_pairs(model, pairs, lrf_cfg, TrainConfig.from_mapping(lrf_cfg["train"]))
+    inputs = {part: {p.context["question"] for p in getattr(split, part) if p.component == "gen"}
+              for part in ("train", "dev", "test")}
+    assert inputs["test"] and inputs["dev"] and not inputs["test"] & inputs["dev"]
+    assert not inputs["test"] & inputs["train"]
+    gen = report["components"]["gen"]
+    assert report["measured_on"] == "test" and gen["n_pairs"] == len(split.test) == 12
+    assert gen["pairwise_accuracy"] == pairwise_accuracy(model, split.test)["mean"]
+    assert gen["pairs"] == {"collected": 61, "trained": 36, "dev": 12, "test": 12, "indistinguishable": 1, "tied": 3}
+    assert hidden == alike and report["n_indistinguishable"] == 1
+    # the unparsable judge is a coin flip, and its parse rate says so
+    assert gen["judge_accuracy"] == 0.5 and gen["judge_parse_rate"] == 0.0 and report["judge_parse_rate"] == 0.0
+    # 6 pairs are too few for a test split: n/a and why, never an accuracy on the pairs it trained on
+    picker = report["components"]["picker"]
+    assert picker["pairwise_accuracy"] is None and picker["judge_accuracy"] is None and picker["n_pairs"] == 0
+    assert picker["no_test"] == "6 pairs, fewer than the 20 a test split needs"
+    assert picker["pairs"] == {"collected": 6, "trained": 6, "dev": 0, "test": 0, "indistinguishable": 0, "tied": 1}
+    assert report["mean_pairwise_accuracy"] == gen["pairwise_accuracy"]  # the mean is over measured components
+    assert folder.read_json(REPORT_FILE) == report
