@@ -4,7 +4,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 from rich.console import Console
 
-from optimas_cli.flows.run import ledger_summary
+from optimas_cli.flows.run import ledger_summary, parse_failures
 from optimas_cli.flows.setup import budget_splits, build_context, build_pipeline, resolved, seed_everything
 from optimas_cli.system import SystemConfig
 from optimas_cli.system.evaluate import evaluate
@@ -30,6 +30,7 @@ def evaluate_config(cfg: DictConfig, folder: RunFolder, console: Console) -> dic
         "metric": pipeline.metric.name,
         "test": test,
         "evaluated_config": config.to_dict(),
+        "parse_failures": parse_failures(pipeline, ctx),
         "ledger": ledger_summary(ctx),
         "config": resolved(cfg),
     }

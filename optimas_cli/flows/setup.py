@@ -29,6 +29,11 @@ class LazyLM:
                 self._client.usage.restore(self._earlier_usage)
         return self._client
 
+    @property
+    def model(self) -> str | None:
+        """The run's default model, known without loading it (the prompt proposer's `auto` reads it)."""
+        return self.cfg.get("model")
+
     def complete(self, requests, component: str = "-"):
         return self.client.complete(requests, component=component)
 

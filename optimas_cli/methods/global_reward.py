@@ -48,9 +48,10 @@ class ScoredLoopBaseline(Optimas):
 
     label = "scored loop"
 
-    def __init__(self, name: str, budget=None, scheduler: str = "uniform", optimizer=None, seed: int = 0):
+    def __init__(self, name: str, budget=None, scheduler: str = "uniform", optimizer=None, seed: int = 0,
+                 optimizer_lm: str | None = None):
         super().__init__(name=name, lrf=None, budget=budget, scheduler=scheduler, adapt=False,
-                         optimizer=optimizer, seed=seed)
+                         optimizer=optimizer, seed=seed, optimizer_lm=optimizer_lm)
 
     def make_scorer(self, pipeline: Pipeline, splits, ctx, folder) -> tuple[object, dict]:
         raise NotImplementedError
@@ -78,8 +79,9 @@ class GlobalReward(ScoredLoopBaseline):
     label = "global reward only"
 
     def __init__(self, name: str = "global_reward", budget=None, scheduler: str = "uniform", optimizer=None,
-                 seed: int = 0, rollouts: int = 1):
-        super().__init__(name=name, budget=budget, scheduler=scheduler, optimizer=optimizer, seed=seed)
+                 seed: int = 0, rollouts: int = 1, optimizer_lm: str | None = None):
+        super().__init__(name=name, budget=budget, scheduler=scheduler, optimizer=optimizer, seed=seed,
+                         optimizer_lm=optimizer_lm)
         self.rollouts = int(rollouts)
 
     def make_scorer(self, pipeline, splits, ctx, folder):

@@ -23,8 +23,9 @@ class HBC(ScoredLoopBaseline):
 
     def __init__(self, name: str = "hbc", budget=None, scheduler: str = "uniform", optimizer=None, seed: int = 0,
                  backbone: str | None = "minilm", device: str | None = "auto", dtype: str | None = "auto",
-                 max_length: int = 256, top_fraction: float = 0.25):
-        super().__init__(name=name, budget=budget, scheduler=scheduler, optimizer=optimizer, seed=seed)
+                 max_length: int = 256, top_fraction: float = 0.25, optimizer_lm: str | None = None):
+        super().__init__(name=name, budget=budget, scheduler=scheduler, optimizer=optimizer, seed=seed,
+                         optimizer_lm=optimizer_lm)
         self.embedder_cfg = {"backbone": backbone, "device": device, "dtype": dtype, "max_length": max_length}
         self.top_fraction = float(top_fraction)
 

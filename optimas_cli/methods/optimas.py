@@ -29,9 +29,9 @@ class Optimas(Method):
 
     def __init__(self, name: str = "optimas", lrf: Mapping | None = None, budget: Mapping | None = None,
                  scheduler: str = "uniform", adapt: bool = True, optimizer: Mapping | None = None, seed: int = 0,
-                 skip_unpaired: bool = True):
+                 skip_unpaired: bool = True, optimizer_lm: str | None = None):
         self.name, self.lrf_cfg, self.budget = name, dict(lrf or {}), dict(budget or {})
-        self.skip_unpaired = skip_unpaired
+        self.skip_unpaired, self.optimizer_lm = skip_unpaired, optimizer_lm  # optimizer_lm: the prompt proposer's model
         self.scheduler, self.adapt_enabled, self.optimizer, self.seed = scheduler, adapt, dict(optimizer or {}), seed
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
@@ -87,6 +87,8 @@ class Optimas(Method):
         prompt = opt.setdefault("prompt", {})
         prompt.setdefault("num_candidates", int(self.budget.get("num_candidates", 3)))
         prompt.setdefault("num_steps", int(self.budget.get("num_steps", 3)))
+        if self.optimizer_lm:
+            prompt.setdefault("lm", self.optimizer_lm)
         opt.setdefault("weights", {}).setdefault("work_dir", str(folder.file("adapters")))
         for section in opt.values():
             section.setdefault("seed", self.seed)
