@@ -40,3 +40,16 @@ def test_budget_sizes_reach_the_methods():
     assert loop.budget["iterations"] == small.iterations and loop.adapt_enabled is False
     hbc = build("hbc", "paper")
     assert hbc.budget["search_size"] == 50 and hbc.embedder_cfg["backbone"] == "minilm"
+
+
+@pytest.mark.parametrize("name", ["optimas", "optimas_no_adapt", "global_reward", "hbc"])
+def test_every_local_optimizer_method_gets_the_same_prompt_proposer_and_optimizer_lm(name, tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from optimas_cli.system.run_folder import RunFolder
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[f"method={name}", "method.optimizer_lm=openai/gpt-4o-mini"])
+    method = instantiate(cfg.method, _convert_="all")
+    prompt = method._optimizer_settings(RunFolder(tmp_path))["prompt"]
+    assert prompt["proposer"] == "auto" and prompt["lm"] == "openai/gpt-4o-mini"
