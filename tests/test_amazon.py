@@ -118,6 +118,10 @@ def test_missing_files_offline_name_the_file(tmp_path, monkeypatch):
         ("1. Oral-B Pro 3 Electric Toothbrush, Blue", "0"),  # its own 1-based list; the title decides
         ("1. Oral-B Pro 3 Electric Tooth", "0"),  # ... also when the token limit cut the title short
         ("1. Oral-B Pro", "1"),  # too little of a title to tell: the index stands
+        # SmolLM2-135M on real test rows: its own numbered list of numbers names no item (was read as "1")
+        ("1. 1. 2. 3. 4. 5. 6. 7. 8. 9. 10", ""),
+        ("1. 2022-01-01: 2022-01-01: 2022-", ""),
+        ("1. 1. Arteza 12 White Acrylic Paint Pens", "3"),  # ... unless it quotes a title
         ("The user will most likely view Neviti Carnival Popcorn Box, Blue next.", "2"),
         ("Arteza 12 White Acrylic Paint Pens", "3"),  # a title with a number in it is not index 12 or 1
         ("I would pick the second option.", "1"),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from optimas_cli.system.parsing import Unparsed
 from pipelines.hotpotqa.metric import answer_f1, f1_score, normalize_answer
 from pipelines.hotpotqa.prompts import parse_hints, parse_keywords, parse_rewrite, parse_short_answer
 
@@ -61,16 +62,25 @@ def test_answer_f1_reads_the_system_answer_and_the_gold_field():
         ('"Chief of Protocol"', "Chief of Protocol"),
         ("Query: Who was it?\nAnswer: Shirley Temple", "Shirley Temple"),
         ("\n\n  Kansas City  \n", "Kansas City"),
-        ("", ""),
     ],
 )
 def test_parse_short_answer(reply, answer):
     assert parse_short_answer(reply) == answer
 
 
-def test_parsers_fall_back_to_their_input_when_the_reply_is_empty():
-    assert parse_rewrite("", {"question": "Who?"}) == "Who?"
+def test_a_reply_with_nothing_readable_is_unparsed_with_the_input_as_fallback():
+    for parse, raw, inputs, fallback in [
+        (parse_rewrite, "", {"question": "Who?"}, "Who?"),
+        (parse_keywords, "  \n", {"rewritten_query": "Who is he?"}, "Who is he?"),
+        (parse_short_answer, "Query: Who was it?", {}, ""),
+        (parse_hints, "Retrieved Information: x", {}, ""),
+    ]:
+        with pytest.raises(Unparsed) as unparsed:
+            parse(raw, inputs)
+        assert unparsed.value.fallback == fallback
+
+
+def test_parsers_read_labelled_replies():
     assert parse_rewrite("Rewritten Query: Who is he?\nextra", {"question": "Who?"}) == "Who is he?"
-    assert parse_keywords("  \n", {"rewritten_query": "Who is he?"}) == "Who is he?"
     assert parse_keywords("Search Keywords: VIVA Media, 2004", {"rewritten_query": "q"}) == "VIVA Media, 2004"
     assert parse_hints("Hints: A is B.\n- C is D.", {}) == "A is B.\nC is D."

@@ -69,3 +69,28 @@ def test_a_missing_hinted_item_delays_the_batch_only_until_the_hinted_window_end
     start = time.monotonic()
     assert batcher.submit("k", [1], expected=5) == [("k", 2)]
     assert 0.15 < time.monotonic() - start < 5.0
+
+
+def test_a_token_cap_splits_a_batch_by_its_padded_size_and_an_oversized_item_runs_alone():
+    batcher, seen = _doubling_batcher(max_batch_size=32, gather_seconds=0.05, max_batch_tokens=100)
+    costs = [30, 30, 30, 30, 10, 200, 10]  # padded cost of a batch: rows x its largest item
+    with ThreadPoolExecutor(len(costs)) as pool:
+        futures = []
+        for i, cost in enumerate(costs):
+            futures.append(pool.submit(batcher.submit, "k", [i], len(costs), [cost]))
+            time.sleep(0.005)  # arrive in order
+        results = [f.result()[0] for f in futures]
+    assert results == [("k", 2 * i) for i in range(len(costs))]
+    assert [items for _, items in seen] == [[0, 1, 2], [3, 4], [5], [6]]
+    assert batcher.batch_sizes == [3, 2, 1, 1]
+
+
+def test_without_costs_only_rows_are_capped():
+    batcher, _ = _doubling_batcher(max_batch_size=4, max_batch_tokens=1)
+    assert batcher.submit("k", list(range(6)), expected=6) == [("k", 2 * i) for i in range(6)]
+    assert batcher.batch_sizes == [4, 2]
+
+
+def test_a_token_cap_below_one_is_refused():
+    with pytest.raises(ValueError, match="max_batch_tokens"):
+        DynamicBatcher(lambda key, items: items, max_batch_tokens=0)

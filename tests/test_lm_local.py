@@ -148,3 +148,18 @@ def test_a_model_folder_can_be_named_by_its_absolute_path(tiny_model_dir, tiny_m
     assert response.choices[0].message.content == named.choices[0].message.content
     with pytest.raises(UserError, match="unknown local model"):
         LMClient(model="local/no-such-model", cache=False).complete([LMRequest(chat("x"))])
+
+
+def test_the_provider_caps_tokens_per_batch_by_prompt_tokens_plus_max_new_tokens(tiny_model):
+    model = LOCAL_PROVIDER.model(model_name(tiny_model))
+    prompt_tokens = model.prompt_tokens(model.render(chat("question number 1")))
+    lm = LMClient(model=tiny_model, temperature=0.0, max_tokens=4, concurrency=12, cache=False)
+    before = len(batch_sizes(tiny_model))
+    try:
+        LOCAL_PROVIDER.configure(max_batch_tokens=3 * (prompt_tokens + 4))  # room for three rows
+        lm.complete([LMRequest(chat(f"question number {i}")) for i in range(1, 10)])
+    finally:
+        LOCAL_PROVIDER.configure(max_batch_tokens=16384)
+    assert batch_sizes(tiny_model)[before:] == [3, 3, 3]
+    with pytest.raises(UserError, match="max_batch_tokens"):
+        LOCAL_PROVIDER.configure(max_batch_tokens=0)

@@ -50,3 +50,18 @@ def test_weights_methods_read_the_budget_and_their_options():
     assert sysdpo.budget.iterations == 2 and sysdpo.budget.search_size == 4
     assert (sysdpo.branching.sampling, sysdpo.branching.k, sysdpo.branching.diversity_penalty) == ("dbs", 2, 20.0)
     assert build("reinforce").rollouts == 4
+
+
+@pytest.mark.parametrize("name", ["optimas", "optimas_no_adapt", "global_reward", "hbc"])
+def test_every_local_optimizer_method_gets_the_same_prompt_proposer_and_optimizer_lm(name, tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from optimas_cli.optim.loop import LoopSettings
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[f"method={name}", "method.optimizer_lm=openai/gpt-4o-mini"])
+    method = build_method(cfg, build_budget(cfg))
+    settings = LoopSettings.from_budget(method.budget, method.scheduler, method.optimizer, method.seed,
+                                        str(tmp_path), optimizer_lm=method.optimizer_lm)
+    prompt = settings.optimizer["prompt"]
+    assert prompt["proposer"] == "auto" and prompt["lm"] == "openai/gpt-4o-mini"

@@ -1,9 +1,13 @@
 """textgrad: the real textgrad package's loss / backward / TGD over the compound system's prompts."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from optimas_cli.methods.textgrad import (  # tg via the method: it picks the log folder
+    RunLMEngine,
     TextGrad,
     TextGradGraph,
+    backward_by_depth,
     tg,
 )
 from optimas_cli.system import RunContext, RunLedger
@@ -82,3 +86,45 @@ def test_runs_end_to_end_on_pubmedqa(tmp_path):
     assert outcome.config["solver_model_selector"] == default["solver_model_selector"]
     assert len(outcome.history) == 2 and test["n"] == 4
     assert outcome.extras["textgrad"]["lm_calls"]["backward"] > 0
+
+
+def _deterministic_feedback(req):
+    """A reply that depends only on the request, so two backward walks can be compared."""
+    return capitals_reply(req) or f"feedback #{sum(map(ord, req.messages[-1]['content'])) % 997}"
+
+
+def _graph_with_losses(lm):
+    pipeline = capitals()
+    system = pipeline.system
+    ctx = RunContext(RunLedger(2), lm=lm)
+    trajs = system.run(pipeline.splits.train[:3], system.default_config(), ctx)
+    params = {n: tg.Variable(system.default_config()[n], requires_grad=True, role_description=f"instruction of {n}")
+              for n in system.order}
+    engine = RunLMEngine(ctx, "textgrad.backward")
+    graph = TextGradGraph(pipeline, params)
+    losses = [graph.loss(t, 0.0, RunLMEngine(ctx, "textgrad.loss")) for t in trajs]
+    return tg.sum(losses), params, engine
+
+
+def test_backward_by_depth_gives_textgrads_own_gradients_in_fewer_lm_batches():
+    sequential_root, sequential, engine = _graph_with_losses(ScriptedLM(_deterministic_feedback))
+    sequential_root.backward(engine)
+    concurrent_root, concurrent, engine = _graph_with_losses(ScriptedLM(_deterministic_feedback))
+    with ThreadPoolExecutor(8) as pool:
+        backward_by_depth(concurrent_root, engine, pool)
+    for name in sequential:
+        assert sorted(g.value for g in concurrent[name].gradients) == sorted(g.value for g in sequential[name].gradients)
+        assert concurrent[name].gradients
+    # three examples' calls at each depth went to the LM together
+    assert max(engine.batcher.batch_sizes) == 3 and sum(engine.batcher.batch_sizes) == engine.calls
+
+
+def test_a_step_sends_the_batchs_critiques_and_backward_calls_to_the_lm_together(tmp_path):
+    pipeline = capitals()
+    lm = capitals_lm()
+    outcome, _, _ = optimize_and_test(TextGrad(budget=smoke_budget(iterations=2), batch_size=3), pipeline,
+                                      pipeline.splits, lm, tmp_path)
+    batches = outcome.extras["textgrad"]["lm_batches"]
+    assert batches["loss"] == [3, 3]  # one LM batch of 3 critiques a step, not 3 calls one after another
+    assert max(batches["backward"]) == 3
+    assert len([c for c, r in lm.requests if c == "textgrad.backward"]) == sum(batches["backward"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 from rich.console import Console
 
-from optimas_cli.flows.run import ledger_summary, trace_sink
+from optimas_cli.flows.run import ledger_summary, parse_failures, trace_sink
 from optimas_cli.flows.setup import (
     budget_splits,
     build_budget,
@@ -38,6 +38,7 @@ def evaluate_config(cfg: DictConfig, folder: RunFolder, console: Console) -> dic
         "metric": pipeline.metric.name,
         "test": test,
         "evaluated_config": config.to_dict(),
+        "parse_failures": parse_failures(pipeline, ctx),
         "ledger": ledger_summary(ctx, cfg),
         "config": resolved(cfg),
     }

@@ -19,6 +19,8 @@ from optimas_cli.flows.setup import (
 )
 from optimas_cli.methods.base import MethodOutcome
 from optimas_cli.system.caps import BudgetExhausted
+from optimas_cli.system.component import ConfigKind
+from optimas_cli.system.parsing import PARSE_FAILURES
 from optimas_cli.system.run_folder import RunFolder
 from optimas_cli.system.traces import PREDICTIONS, TraceSink
 
@@ -67,11 +69,18 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
         "history": [entry.to_dict() for entry in outcome.history],
         "splits": splits.sizes(),
         "pipeline_info": pipeline.info,
+        "parse_failures": parse_failures(pipeline, ctx),
         **outcome.extras,
         "config": resolved(cfg),
     })
     folder.write_json("results.json", results)
     return results
+
+
+def parse_failures(pipeline, ctx) -> dict:
+    """How often each LM component whose reply is parsed (the prompt kind) could not parse it, per phase."""
+    parsed = [n for n, c in pipeline.system.components.items() if c.kind is ConfigKind.PROMPT]
+    return ctx.ledger.event_rates(PARSE_FAILURES, parsed)
 
 
 def trace_sink(folder: RunFolder, lrf) -> TraceSink:

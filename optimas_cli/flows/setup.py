@@ -41,6 +41,11 @@ class LazyLM:
                 self._client.attach_run(*self._run)
         return self._client
 
+    @property
+    def model(self) -> str | None:
+        """The run's default model, known without loading it (the prompt proposer's `auto` reads it)."""
+        return self.cfg.get("model")
+
     def attach_run(self, run_id: str, replay_since: float | None) -> None:
         self._run = (run_id, replay_since)
         if self._client is not None:

@@ -52,10 +52,12 @@ class ScoredLoopBaseline(Method):
     label = "scored loop"
 
     def __init__(self, name: str, budget: Budget, console: Console | None = None, scheduler: str = "uniform",
-                 optimizer: Mapping | None = None, seed: int = 0, gate: str = "strict", gate_alpha: float = 0.1):
+                 optimizer: Mapping | None = None, seed: int = 0, gate: str = "strict", gate_alpha: float = 0.1,
+                 optimizer_lm: str | None = None):
         super().__init__(name, budget, console)
         self.scheduler, self.optimizer, self.seed = scheduler, dict(optimizer or {}), seed
         self.gate, self.gate_alpha = gate, gate_alpha
+        self.optimizer_lm = optimizer_lm  # the prompt proposer's model (None: the run's LM)
 
     def make_scorer(self, pipeline: Pipeline, splits, ctx, folder) -> tuple[object, dict]:
         raise NotImplementedError
@@ -64,7 +66,7 @@ class ScoredLoopBaseline(Method):
         view = with_global_choices(pipeline)
         scorer, extras = self.make_scorer(view, splits, ctx, folder)
         settings = LoopSettings.from_budget(self.budget, self.scheduler, self.optimizer, self.seed,
-                                            str(folder.file("adapters")), self.gate, self.gate_alpha)
+                                            str(folder.file("adapters")), self.gate, self.gate_alpha, self.optimizer_lm)
         loop = OptimasLoop(view, splits.train, splits.val, ctx, scorer, settings, folder, adapt=None,
                            on_iteration=self.print_iteration)
         self.console.print(f"[bold]Algorithm 1 ({self.label})[/] · {settings.iterations} iterations, "
@@ -80,8 +82,8 @@ class GlobalReward(ScoredLoopBaseline):
 
     def __init__(self, budget: Budget, name: str = "global_reward", console: Console | None = None,
                  scheduler: str = "uniform", optimizer: Mapping | None = None, seed: int = 0, rollouts: int = 1,
-                 gate: str = "strict", gate_alpha: float = 0.1):
-        super().__init__(name, budget, console, scheduler, optimizer, seed, gate, gate_alpha)
+                 gate: str = "strict", gate_alpha: float = 0.1, optimizer_lm: str | None = None):
+        super().__init__(name, budget, console, scheduler, optimizer, seed, gate, gate_alpha, optimizer_lm)
         self.rollouts = int(rollouts)
 
     def make_scorer(self, pipeline, splits, ctx, folder):

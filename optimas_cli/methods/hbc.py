@@ -31,8 +31,9 @@ class HBC(ScoredLoopBaseline):
     def __init__(self, budget: Budget, name: str = "hbc", console: Console | None = None, scheduler: str = "uniform",
                  optimizer: Mapping | None = None, seed: int = 0, backbone: str | None = "minilm",
                  device: str | None = "auto", dtype: str | None = "auto", max_length: int = 256,
-                 top_fraction: float = 0.25, neighbors: int = 3, gate: str = "strict", gate_alpha: float = 0.1):
-        super().__init__(name, budget, console, scheduler, optimizer, seed, gate, gate_alpha)
+                 top_fraction: float = 0.25, neighbors: int = 3, gate: str = "strict", gate_alpha: float = 0.1,
+                 optimizer_lm: str | None = None):
+        super().__init__(name, budget, console, scheduler, optimizer, seed, gate, gate_alpha, optimizer_lm)
         self.embedder_cfg = {"backbone": backbone, "device": device, "dtype": dtype, "max_length": max_length}
         self.top_fraction, self.neighbors = float(top_fraction), int(neighbors)
 

@@ -29,18 +29,19 @@ class Optimas(Method):
     def __init__(self, budget: Budget, lrf: Mapping, name: str = "optimas", console: Console | None = None,
                  scheduler: str = "uniform", adapt: bool = True, optimizer: Mapping | None = None, seed: int = 0,
                  skip_unpaired: bool = False, stage2_pool: str = "train", gate: str = "strict",
-                 gate_alpha: float = 0.1):
+                 gate_alpha: float = 0.1, optimizer_lm: str | None = None):
         super().__init__(name, budget, console)
         if stage2_pool not in STAGE2_POOLS:
             raise UserError(f"unknown method.stage2_pool {stage2_pool!r}", f"use one of {', '.join(STAGE2_POOLS)}")
         self.lrf_cfg, self.skip_unpaired, self.stage2_pool = dict(lrf), skip_unpaired, stage2_pool
+        self.optimizer_lm = optimizer_lm  # the prompt proposer's model (None: the run's LM)
         self.scheduler, self.adapt_enabled, self.optimizer, self.seed = scheduler, adapt, dict(optimizer or {}), seed
         self.gate, self.gate_alpha = gate, gate_alpha
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         system, console = pipeline.system, self.console
         settings = LoopSettings.from_budget(self.budget, self.scheduler, self.optimizer, self.seed,
-                                            str(folder.file("adapters")), self.gate, self.gate_alpha)
+                                            str(folder.file("adapters")), self.gate, self.gate_alpha, self.optimizer_lm)
         # (checked before anything is spent: a mistyped optimizer key or gate fails here)
         console.print("[bold]stage 1[/] · collecting preference pairs")
         pairs = collect_initial_pairs(pipeline, system.default_config(), splits.train, ctx, folder, self.lrf_cfg, console)

@@ -18,7 +18,15 @@ Each step, on a minibatch of training examples (TextGrad's prompt-optimization r
    drops (ties are kept, as in TextGrad).
 
 TextGrad's LM calls go through `RunLMEngine` (a `tg.EngineLM`) to the run's LM client, tagged
-"textgrad.loss", "textgrad.backward" and "textgrad.optimizer" in the usage ledger. TextGrad writes
+"textgrad.loss", "textgrad.backward" and "textgrad.optimizer" in the usage ledger.
+
+TextGrad itself makes one LM call at a time: a step of B examples is B critiques, then a backward
+walk of ~B x (prompt components) feedback calls, each waiting for the last (~35 s apiece for the
+embedded model on 2 cores: the first step had not finished after 18 minutes). Here the calls that
+do not depend on each other run concurrently — the batch's critiques, the backward calls of one
+depth of the graph (`backward_by_depth`: every example's call at that depth), the TGD updates of
+the components — and each engine gathers concurrent calls into one LM-layer batch, so the local
+model generates them together and an API model gets them in parallel. TextGrad writes
 a JSON log on import; it goes under $TEXTGRAD_LOG_DIR (default: <optimas cache>/textgrad-logs).
 TextGrad keeps gradients in sets, so the order of the feedback in an update prompt may differ
 between runs.
@@ -27,13 +35,18 @@ from __future__ import annotations
 
 import statistics
 import threading
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import textgrad as tg
 from textgrad.autograd.function import BackwardContext
 from textgrad.autograd.llm_ops import LLMCall
+from textgrad.variable import _check_and_reduce_gradients
 
 from optimas_cli.errors import UserError
+from optimas_cli.lm.local.batching import DynamicBatcher
+from optimas_cli.lm.types import LMRequest
 from optimas_cli.lrf.text import format_value
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.optim.history import HistoryEntry
@@ -43,6 +56,8 @@ from optimas_cli.system.budget import Budget
 from optimas_cli.system.evaluate import rewards
 
 FIELD_CHARS = 600  # each rendered field is cut to this many characters in TextGrad's prompts
+GATHER_SECONDS = 0.05  # how long an engine waits for more concurrent calls before sending a batch
+MAX_THREADS = 32  # concurrent TextGrad calls (critiques, backward calls of one depth, updates)
 
 LOSS_INSTRUCTION = (
     "You evaluate the final output of a multi-step AI pipeline on one task example. "
@@ -53,23 +68,40 @@ LOSS_INSTRUCTION = (
 
 
 class RunLMEngine(tg.EngineLM):
-    """TextGrad's engine interface backed by the run's LM client (one tag per role)."""
+    """TextGrad's engine interface backed by the run's LM client (one tag per role).
+
+    Calls made at once from several threads are gathered into one LM-layer request list; `expect(n)`
+    tells the engine how many are coming, so the batch waits for stragglers instead of leaving early.
+    """
 
     def __init__(self, ctx: RunContext, component: str, max_tokens: int = 512, temperature: float = 0.0):
+        if ctx.lm is None:
+            raise UserError("textgrad needs an LM, but this run has none configured", "set lm=local (or another)")
         self.ctx, self.component = ctx, component
         self.model_string = component
         self.max_tokens, self.temperature = int(max_tokens), float(temperature)
         self.calls = 0
+        self.expected = 1
         self._lock = threading.Lock()
+        self.batcher = DynamicBatcher(self._complete, max_batch_size=MAX_THREADS, gather_seconds=GATHER_SECONDS,
+                                      name=f"textgrad-{component}")
 
     def generate(self, prompt, system_prompt=None, **kwargs):
         messages = [{"role": "system", "content": system_prompt or self.system_prompt},
                     {"role": "user", "content": str(prompt)}]
+        return self.batcher.submit(None, [messages], expected=self.expected)[0]
+
+    def expect(self, n: int) -> RunLMEngine:
+        self.expected = max(1, min(int(n), MAX_THREADS))
+        return self
+
+    def _complete(self, _key, chats: list[list[dict]]) -> list[str]:
         with self._lock:
-            index = self.calls
-            self.calls += 1
-        sample = self.ctx.replace(sample_index=self.ctx.sample_index + index)
-        return sample.complete(self.component, [messages], max_tokens=self.max_tokens, temperature=self.temperature)[0]
+            first = self.calls
+            self.calls += len(chats)
+        requests = [LMRequest(messages=m, temperature=self.temperature, max_tokens=self.max_tokens, seed=self.ctx.seed,
+                              sample_index=self.ctx.sample_index + first + i) for i, m in enumerate(chats)]
+        return [r.texts[0] for r in self.ctx.lm.complete(requests, component=self.component)]
 
     def __call__(self, prompt, **kwargs):
         return self.generate(prompt, **kwargs)
@@ -100,6 +132,42 @@ def _pass_through_backward(response, backward_engine) -> None:
             child.gradients.add(tg.Variable(
                 f"Feedback on {response.get_role_description()}, which was computed from this variable: {feedback}",
                 role_description=f"feedback to {child.get_role_description()}"))
+
+
+def backward_by_depth(root, engine, pool: ThreadPoolExecutor) -> None:
+    """TextGrad's `Variable.backward`, with the variables at one depth below the root run concurrently.
+
+    TextGrad walks the graph in reverse topological order, one variable (one LM call) at a time. A
+    variable's feedback is complete once every variable that consumes it has run; those all sit at
+    a smaller depth (the longest path from the root), so the variables of one depth are independent.
+    """
+    topo: list = []
+    visited: set = set()
+    stack = [(root, False)]
+    while stack:  # iterative post-order (TextGrad's recursion, without its depth limit)
+        node, expanded = stack.pop()
+        if expanded:
+            topo.append(node)
+        elif node not in visited:
+            visited.add(node)
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.predecessors if p not in visited)
+    depth = {root: 0}
+    for node in reversed(topo):  # consumers come before what they consume
+        for predecessor in node.predecessors:
+            depth[predecessor] = max(depth.get(predecessor, 0), depth[node] + 1)
+    levels: dict[int, list] = defaultdict(list)
+    for node in reversed(topo):
+        levels[depth[node]].append(node)
+    root.gradients = set()
+    for level in sorted(levels):
+        active = [v for v in levels[level] if v.requires_grad]
+        for v in active:
+            v.gradients = _check_and_reduce_gradients(v, engine)
+        calls = [v for v in active if v.get_grad_fn()]
+        if hasattr(engine, "expect"):
+            engine.expect(len(calls))
+        list(pool.map(lambda v: v.grad_fn(backward_engine=engine), calls))
 
 
 class TextGradGraph:
@@ -192,50 +260,61 @@ class TextGrad(Method):
         parse_failures = 0
         self.console.print(f"[bold]TextGrad[/] · {prompt_names} · {self.steps} steps of {self.batch_size} · "
                       f"val {val_total:.3f}")
-        for step in track(range(1, self.steps + 1), "TextGrad steps", lm=ctx.lm):
-            while len(order) < self.batch_size:  # shuffled epochs over the training split
-                order.extend(rng.permutation(len(splits.train)).tolist())
-            batch, order = [splits.train[i] for i in order[: self.batch_size]], order[self.batch_size :]
-            with ctx.ledger.timed("local_optimization"):
-                trajs = system.run(batch, config, octx)
-                scores = rewards(pipeline, trajs)
-                total = tg.sum([graph.loss(t, s, engines["loss"]) for t, s in zip(trajs, scores, strict=True)])
-                total.backward(engines["backward"])
-                proposal = {}
-                for name in prompt_names:
-                    if not params[name].gradients:
-                        continue
-                    try:
-                        optimizers[name].step()
-                        proposal[name] = params[name].value
-                    except IndexError:  # the update reply had no <IMPROVED_VARIABLE> tags
-                        parse_failures += 1
-                    optimizers[name].zero_grad()
-            candidate = config
-            for name, text in proposal.items():
-                candidate = candidate.replace(name, text)
-            changed = [n for n in prompt_names if candidate[n] != config[n]]
-            entry = HistoryEntry(iteration=step, component=changed or None, kind="prompt",
-                                 proposal={n: proposal[n] for n in changed}, val_before=val_total,
-                                 val_after=val_total, accepted=False, runs_so_far=0.0, n=len(splits.val),
-                                 details={"train_batch_mean": statistics.fmean(scores)})
-            if changed:
-                with ctx.ledger.timed("validation"):
-                    cand_trajs = system.run_changed(changed, val_trajs, candidate, vctx)
-                cand_total = float(sum(rewards(pipeline, cand_trajs)))
-                entry.val_candidate = cand_total
-                if cand_total >= val_total:  # TextGrad reverts only when validation gets worse
-                    config, val_trajs, val_total = candidate, cand_trajs, cand_total
-                    entry.accepted, entry.val_after = True, cand_total
-            else:
-                entry.note = "no update"
-            for name in prompt_names:  # a reverted (or unparsed) update leaves the parameter as configured
-                params[name].set_value(config[name] if isinstance(config[name], str) else "")
-            entry.runs_so_far = round(ctx.ledger.equivalent_runs(), 2)
-            history.append(entry)
-            config.save(folder.file("best_config.json"))
-            self.print_iteration(entry)
+
+        def update(name: str) -> str | None:
+            """TGD's rewrite of one instruction; None when its reply had no <IMPROVED_VARIABLE> tags."""
+            try:
+                optimizers[name].step()
+                return params[name].value
+            except IndexError:
+                return None
+            finally:
+                optimizers[name].zero_grad()
+
+        with ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="textgrad") as pool:
+            for step in track(range(1, self.steps + 1), "TextGrad steps", lm=ctx.lm):
+                while len(order) < self.batch_size:  # shuffled epochs over the training split
+                    order.extend(rng.permutation(len(splits.train)).tolist())
+                batch, order = [splits.train[i] for i in order[: self.batch_size]], order[self.batch_size :]
+                with ctx.ledger.timed("local_optimization"):
+                    trajs = system.run(batch, config, octx)
+                    scores = rewards(pipeline, trajs)
+                    critic = engines["loss"].expect(len(trajs))
+                    losses = list(pool.map(lambda ts, critic=critic: graph.loss(ts[0], ts[1], critic),
+                                           zip(trajs, scores, strict=True)))
+                    backward_by_depth(tg.sum(losses), engines["backward"], pool)
+                    with_feedback = [n for n in prompt_names if params[n].gradients]
+                    engines["optimizer"].expect(len(with_feedback))
+                    updates = dict(zip(with_feedback, pool.map(update, with_feedback), strict=True))
+                    proposal = {n: text for n, text in updates.items() if text is not None}
+                    parse_failures += sum(text is None for text in updates.values())
+                candidate = config
+                for name, text in proposal.items():
+                    candidate = candidate.replace(name, text)
+                changed = [n for n in prompt_names if candidate[n] != config[n]]
+                entry = HistoryEntry(iteration=step, component=changed or None, kind="prompt",
+                                     proposal={n: proposal[n] for n in changed}, val_before=val_total,
+                                     val_after=val_total, accepted=False, runs_so_far=0.0, n=len(splits.val),
+                                     details={"train_batch_mean": statistics.fmean(scores)})
+                if changed:
+                    with ctx.ledger.timed("validation"):
+                        cand_trajs = system.run_changed(changed, val_trajs, candidate, vctx)
+                    cand_total = float(sum(rewards(pipeline, cand_trajs)))
+                    entry.val_candidate = cand_total
+                    if cand_total >= val_total:  # TextGrad reverts only when validation gets worse
+                        config, val_trajs, val_total = candidate, cand_trajs, cand_total
+                        entry.accepted, entry.val_after = True, cand_total
+                else:
+                    entry.note = "no update"
+                for name in prompt_names:  # a reverted (or unparsed) update leaves the parameter as configured
+                    params[name].set_value(config[name] if isinstance(config[name], str) else "")
+                entry.runs_so_far = round(ctx.ledger.equivalent_runs(), 2)
+                history.append(entry)
+                config.save(folder.file("best_config.json"))
+                self.print_iteration(entry)
         extras = {"implementation": f"textgrad {tg.__version__}", "parse_failures": parse_failures,
-                  "lm_calls": {role: e.calls for role, e in engines.items()}, "final_val_mean": val_total / len(splits.val),
+                  "lm_calls": {role: e.calls for role, e in engines.items()},
+                  "lm_batches": {role: list(e.batcher.batch_sizes) for role, e in engines.items()},
+                  "final_val_mean": val_total / len(splits.val),
                   "changed": [n for n in prompt_names if config[n] != system.default_config()[n]]}
         return MethodOutcome(config=SystemConfig(config), history=history, extras={"textgrad": extras})

@@ -45,7 +45,8 @@ class LoopSettings:
 
     @classmethod
     def from_budget(cls, budget: Budget, scheduler: str, optimizer: dict | None, seed: int,
-                    work_dir: str, gate: str = "strict", gate_alpha: float = 0.1) -> LoopSettings:
+                    work_dir: str, gate: str = "strict", gate_alpha: float = 0.1,
+                    optimizer_lm: str | None = None) -> LoopSettings:
         """The loop's sizes come from the budget: T iterations, the search sample, and Table 7's
         prompt candidates x steps for the prompt optimizer (unless its own settings say otherwise)."""
         opt = {k: dict(v or {}) for k, v in (optimizer or {}).items()}
@@ -56,6 +57,8 @@ class LoopSettings:
         prompt = opt.setdefault("prompt", {})
         prompt.setdefault("num_candidates", budget.num_candidates)
         prompt.setdefault("num_steps", budget.num_steps)
+        if optimizer_lm:  # a separate, stronger model writes the prompt proposals
+            prompt.setdefault("lm", optimizer_lm)
         opt.setdefault("weights", {}).setdefault("work_dir", work_dir)
         opt.setdefault("choice", {})
         for section in opt.values():

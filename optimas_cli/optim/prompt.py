@@ -15,10 +15,18 @@ instead of answering, so the instruction is read from <prompt>...</prompt> tags 
 garbled, copied or repeated candidates are rejected without spending a search run on them;
 `details["rejected"]` counts them by reason.
 
-Settings (cfg; Table 7 defaults): num_candidates 3, num_steps 3, num_examples 3 (shown in the
-meta-prompt), max_history 20 (scored instructions shown), temperature 0.7 (OPRO used 1.0 with
-large models; SmolLM2-135M sampled byte soup at 1.0), max_tokens 256, example_chars 300 (each
-shown field is cut to this), min_words 3, max_chars 2000, seed.
+Where candidates come from (`proposer`): `lm` is the OPRO meta-prompt above; `pool` draws
+`num_candidates` a step from what does not depend on the LM's writing (prompt_pool.py: the
+pipeline's alternative instructions and structured edits of the best instruction so far); `mixed`
+scores the pool's draws and the LM's proposals that pass the checks. `auto` (the default) is
+`mixed` when the optimizer LM is an embedded local model and `lm` otherwise. `lm` (a model name,
+`method.optimizer_lm` in the configs) sends the optimizer's calls to another model than the task's.
+
+Settings (cfg; Table 7 defaults): proposer auto, lm null (the run's model), num_candidates 3,
+num_steps 3, num_examples 3 (shown in the meta-prompt), max_history 20 (scored instructions
+shown), temperature 0.7 (OPRO used 1.0 with large models; SmolLM2-135M sampled byte soup at
+1.0), max_tokens 256, example_chars 300 (each shown field is cut to this), min_words 3,
+max_chars 2000, seed.
 """
 from __future__ import annotations
 
@@ -30,11 +38,15 @@ from typing import Any
 
 import numpy as np
 
+from optimas_cli.errors import UserError
+from optimas_cli.lm.local.registry import is_local
 from optimas_cli.optim import Proposal, make_rng, score_value, setting
+from optimas_cli.optim.prompt_pool import Draft, draw, pool_drafts, worked_example
 from optimas_cli.system.component import Component
 from optimas_cli.system.context import RunContext
 
 NO_INSTRUCTION = "(no instruction: the component's built-in behaviour)"
+PROPOSERS = ("auto", "lm", "pool", "mixed")
 
 SYSTEM_MESSAGE = "You improve the instructions of one step of an AI pipeline. You answer with one instruction."
 
@@ -174,6 +186,16 @@ def meta_prompt(
 
 
 # -- the search ---------------------------------------------------------------------------------
+def resolve_proposer(proposer: str, optimizer_lm: str | None, ctx: RunContext) -> str:
+    """`auto`: `mixed` for an embedded local optimizer LM (it cannot write good instructions alone), else `lm`."""
+    if proposer not in PROPOSERS:
+        raise UserError(f"unknown prompt proposer {proposer!r}", f"set method.optimizer.prompt.proposer to one of {PROPOSERS}")
+    if proposer != "auto":
+        return proposer
+    model = optimizer_lm or getattr(ctx.lm, "model", None)
+    return "mixed" if isinstance(model, str) and is_local(model) else "lm"
+
+
 def sample_proposals(
     component: Component, messages: list[dict], n: int, request: dict, ctx: RunContext, rng: np.random.Generator
 ) -> list[str]:
@@ -211,11 +233,17 @@ def propose(
     example_chars = int(setting(cfg, "example_chars", 300))
     min_words, max_chars = int(setting(cfg, "min_words", 3)), int(setting(cfg, "max_chars", 2000))
     request = {"temperature": float(setting(cfg, "temperature", 0.7)), "max_tokens": int(setting(cfg, "max_tokens", 256))}
+    optimizer_lm = setting(cfg, "lm", None)
+    if optimizer_lm:
+        request["model"] = str(optimizer_lm)
+    proposer = resolve_proposer(str(setting(cfg, "proposer", "auto")), optimizer_lm, ctx)
     rng = make_rng(rng, cfg, ctx)
 
     baseline, outputs, per_input = score_value(component, current_value, search_inputs, lrf, ctx)
     shown = rng.choice(len(search_inputs), size=min(num_examples, len(search_inputs)), replace=False)
     examples = [(search_inputs[i], outputs[i], per_input[i]) for i in sorted(shown)]
+    top = int(np.argmax(per_input))  # the search input whose output r_k scores highest: the worked example
+    example = worked_example(component, search_inputs[top], outputs[top], example_chars)
 
     current_text = current_value if current_value else NO_INSTRUCTION
     history: list[tuple[str, float]] = [(current_text, baseline)]
@@ -223,18 +251,32 @@ def propose(
     candidates: list[dict] = []
     rejected: Counter[str] = Counter()
     shown = shown_values(examples, example_chars)
+
+    def usable_draft(text: str) -> bool:  # the LM's checks, minus the copy check (a worked example copies)
+        if rejection_reason(text, seen, min_words, max_chars) is not None:
+            return False
+        seen.add(normalized(text))
+        return True
+
     for step in range(num_steps):
         best_so_far = sorted(history, key=lambda pair: pair[1])[-max_history:]
-        for reply in sample_proposals(component, meta_prompt(component, best_so_far, examples, example_chars),
-                                      num_candidates, request, ctx, rng):
-            text, reason = extract_instruction(reply, seen, min_words, max_chars, shown)
-            if text is None:
-                rejected[reason] += 1
-                continue
-            seen.add(normalized(text))
-            score = score_value(component, text, search_inputs, lrf, ctx)[0]
-            history.append((text, score))
-            candidates.append({"step": step, "prompt": text, "score": score})
+        drafts: list[Draft] = []
+        if proposer in ("pool", "mixed"):
+            best_text = best_so_far[-1][0] if best_so_far[-1][0] != NO_INSTRUCTION else ""
+            drafts += draw(pool_drafts(component, best_text, example), usable_draft, num_candidates, rng)
+        if proposer in ("lm", "mixed"):
+            for reply in sample_proposals(component, meta_prompt(component, best_so_far, examples, example_chars),
+                                          num_candidates, request, ctx, rng):
+                text, reason = extract_instruction(reply, seen, min_words, max_chars, shown)
+                if text is None:
+                    rejected[reason] += 1
+                    continue
+                seen.add(normalized(text))
+                drafts.append(Draft(text, "lm"))
+        for draft in drafts:
+            score = score_value(component, draft.text, search_inputs, lrf, ctx)[0]
+            history.append((draft.text, score))
+            candidates.append({"step": step, "prompt": draft.text, "score": score, "source": draft.source})
 
     best = max(candidates, key=lambda c: c["score"], default=None)
     improved = best is not None and best["score"] > baseline
@@ -245,7 +287,8 @@ def propose(
         details={
             "candidates": candidates,
             "rejected": dict(rejected),
-            "proposals_requested": num_candidates * num_steps,
+            "proposer": proposer,
+            "proposals_requested": num_candidates * num_steps * (2 if proposer == "mixed" else 1),
             "improved": improved,
         },
     )

@@ -50,9 +50,17 @@ class Component:
     # outputs apart within the reward model's token budget (a retriever's k and passage titles).
     reward_view: dict[str, str] = field(default_factory=dict)
 
+    # PROMPT: what the pool proposer (optim/prompt.py) draws from besides the LM, so a weak LM's
+    # writing is not the only source of candidates. `alternatives`: whole instructions written for
+    # what the pipeline's metric rewards; `format_constraints`: sentences that add, then tighten, an
+    # output-format constraint (loosest first), appended to the current instruction.
+    alternatives: tuple[str, ...] = field(default=(), repr=False)
+    format_constraints: tuple[str, ...] = field(default=(), repr=False)
+
     def __post_init__(self) -> None:
         self.inputs, self.outputs = tuple(self.inputs), tuple(self.outputs)
         self.reward_view = dict(self.reward_view)
+        self.alternatives, self.format_constraints = tuple(self.alternatives), tuple(self.format_constraints)
         self.kind = ConfigKind(self.kind)
         if self.kind is ConfigKind.CHOICE and not self.choices:
             raise ValueError(f"component {self.name!r}: a choice component needs a non-empty `choices`")

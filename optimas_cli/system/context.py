@@ -30,6 +30,10 @@ class RunContext:
         """A copy sharing the same LM, ledger and LRF, with some settings changed."""
         return dataclasses.replace(self, **changes)
 
+    def count(self, component: str, event: str, n: int = 1) -> None:
+        """Count an event of a component in this phase (e.g. "parse_failures"); see RunLedger.note."""
+        self.ledger.note(component, event, n, self.phase)
+
     def complete(self, component: str, messages: list[list[dict]], **request: Any) -> list[str]:
         """One completion per chat in `messages`, through the run's LM layer, attributed to `component`."""
         if self.lm is None:

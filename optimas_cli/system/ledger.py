@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from contextlib import contextmanager
 
 SEARCH_SAMPLE_PHASE = "search_sample"  # the loop's search inputs: local scoring's input, not charged by the paper
@@ -41,6 +42,9 @@ class RunLedger:
         self.pairs = _counts()  # preference pairs collected; a phase with an entry here is charged by its pairs
         self.seconds: dict[str, float] = defaultdict(float)
         self.compute: dict[str, float] = defaultdict(float)  # training seconds, by what was trained
+        # phase -> component -> event -> count: what a component could not do cleanly (an output it
+        # could not parse, retrieved text cut to fit its prompt budget), beside how often it ran
+        self.events: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
         self._started = time.perf_counter()
         self._earlier_seconds = 0.0  # wall time of the process(es) this run resumed from
 
@@ -55,6 +59,22 @@ class RunLedger:
     def record_pairs(self, component: str, n_pairs: int, phase: str) -> None:
         """Pairs collected for `component` (0 too: the phase is still a collection phase)."""
         self.pairs[phase][component] += n_pairs
+
+    def note(self, component: str, event: str, n: int, phase: str) -> None:
+        if n:
+            self.events[phase][component][event] += int(n)
+
+    def event_rates(self, event: str, components: Sequence[str] | None = None) -> dict[str, dict[str, dict]]:
+        """{component: {phase: {"count", "executions", "rate"}}} for one event, for `components` (None: all)."""
+        out: dict[str, dict[str, dict]] = {}
+        for phase, counts in self.executions.items():
+            for component, runs in counts.items():
+                if components is not None and component not in components:
+                    continue
+                n = self.events.get(phase, {}).get(component, {}).get(event, 0)
+                out.setdefault(component, {})[phase] = {"count": n, "executions": runs,
+                                                        "rate": round(n / runs, 4) if runs else 0.0}
+        return out
 
     @contextmanager
     def timed(self, phase: str):
@@ -97,7 +117,8 @@ class RunLedger:
     def state(self) -> dict:
         """Everything counted so far, for a checkpoint: a resumed run goes on counting from here."""
         return {"executions": _plain(self.executions), "charged": _plain(self.charged), "pairs": _plain(self.pairs),
-                "phase_seconds": dict(self.seconds), "compute_seconds": dict(self.compute), "elapsed": self.elapsed()}
+                "events": self._events_dict(), "phase_seconds": dict(self.seconds),
+                "compute_seconds": dict(self.compute), "elapsed": self.elapsed()}
 
     def add_seconds(self, phase: str, seconds: float) -> None:
         """Wall time spent outside this process (a killed one's, past its last checkpoint)."""
@@ -105,13 +126,21 @@ class RunLedger:
         self._earlier_seconds += seconds
 
     def restore_executions(self, state: dict) -> None:
-        """Set the run counts (executions, charged runs, pairs) back to a `state()`; wall time and
+        """Set the counts (executions, charged runs, pairs, events) back to a `state()`; wall time and
         compute keep counting."""
         for key, counts in (("executions", self.executions), ("charged", self.charged), ("pairs", self.pairs)):
             counts.clear()
             for phase, by_component in state.get(key, {}).items():
                 for component, n in by_component.items():
                     counts[phase][component] = int(n)
+        self.events.clear()
+        for phase, comps in state.get("events", {}).items():  # absent in checkpoints written before events
+            for component, events in comps.items():
+                for event, n in events.items():
+                    self.events[phase][component][event] = int(n)
+
+    def _events_dict(self) -> dict:
+        return {p: {c: dict(e) for c, e in comps.items()} for p, comps in self.events.items()}
 
     def restore(self, state: dict) -> None:
         self.restore_executions(state)
@@ -121,13 +150,14 @@ class RunLedger:
         self._started = time.perf_counter()
 
     def to_dict(self) -> dict:
-        phases = sorted(set(self.executions) | set(self.pairs) | set(self.seconds))
+        phases = sorted(set(self.executions) | set(self.pairs) | set(self.seconds) | set(self.events))
         by_phase = {}
         for p in phases:
             by_phase[p] = {
                 "runs": round(self.equivalent_runs(p), 4),
                 "paper_runs": round(self.paper_runs(p), 4),
                 "component_executions": dict(self.executions.get(p, {})),
+                "events": {c: dict(e) for c, e in self.events.get(p, {}).items()},
                 "seconds": round(self.seconds.get(p, 0.0), 3),
             }
             if p in self.pairs:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from optimas_cli.system.component import Component, ConfigKind
+from optimas_cli.system.parsing import PARSE_FAILURES, Unparsed
 
 _MARKDOWN = re.compile(r"^[\s*_#>`\-]+|[\s*_`]+$")
 
@@ -32,7 +33,9 @@ def content_lines(text: str, echoed_labels: tuple[str, ...]) -> list[str]:
 
 
 class PromptComponent(Component):
-    """`inputs` maps each input field to the label it has in the prompt; `parse(raw, inputs)` -> output."""
+    """`inputs` maps each input field to the label it has in the prompt; `parse(raw, inputs)` -> output
+    (raising `Unparsed(fallback)` for a reply with nothing readable: the fallback is used and counted).
+    `fit(inputs)` cuts the inputs to the component's prompt budget before the prompt is built."""
 
     calls_lm: ClassVar[bool] = True
 
@@ -46,11 +49,15 @@ class PromptComponent(Component):
         reply_format: str,
         parse: Callable[[str, dict], str],
         max_tokens: int,
+        alternatives: tuple[str, ...] = (),
+        format_constraints: tuple[str, ...] = (),
+        fit: Callable[[dict], tuple[dict, dict[str, int]]] | None = None,
     ):
         super().__init__(name, description, inputs=tuple(inputs), outputs=(output,), kind=ConfigKind.PROMPT,
-                         default=instruction)
+                         default=instruction, alternatives=alternatives, format_constraints=format_constraints)
         self.labels, self.output, self.reply_format = dict(inputs), output, reply_format
         self.parse, self.max_tokens = parse, max_tokens
+        self.fit = fit  # fit(inputs) -> (inputs cut to the prompt's budget, {event: count} of what was cut)
 
     def messages(self, instruction: str, inputs: dict) -> list[dict]:
         """One user message (small chat models follow a single turn best): instruction, fields, format."""
@@ -58,6 +65,19 @@ class PromptComponent(Component):
         return [{"role": "user", "content": f"{instruction.strip()}\n\n{fields}\n\n{self.reply_format}"}]
 
     def forward(self, inputs: list[dict], value, ctx) -> list[dict]:
-        chats = [self.messages(value, x) for x in inputs]
-        texts = ctx.complete(self.name, chats, max_tokens=self.max_tokens)
-        return [{self.output: self.parse(text or "", x)} for text, x in zip(texts, inputs, strict=True)]
+        shown = inputs
+        if self.fit is not None:
+            fitted = [self.fit(x) for x in inputs]
+            shown = [x for x, _ in fitted]
+            for _, cuts in fitted:
+                for event, n in cuts.items():
+                    ctx.count(self.name, event, n)
+        texts = ctx.complete(self.name, [self.messages(value, x) for x in shown], max_tokens=self.max_tokens)
+        outputs = []
+        for text, x in zip(texts, inputs, strict=True):
+            try:
+                outputs.append({self.output: self.parse(text or "", x)})
+            except Unparsed as unparsed:
+                ctx.count(self.name, PARSE_FAILURES)
+                outputs.append({self.output: unparsed.fallback})
+        return outputs

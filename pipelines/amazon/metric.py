@@ -14,6 +14,8 @@ _LEADING = re.compile(r"^[^\w\n]{0,3}(\d+)(?:[^\w\n]*$|[.):\]])")
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4}
 _ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth)\s+(?:option|item|choice|one|product|candidate)\b",
                       re.IGNORECASE)
+# '1. 1. 2. 3', '1. 2022-01-01: ...': a model starting its own numbered list, not choosing item 1
+_ENUMERATION = re.compile(r"^\s+\d")
 _DIGIT = re.compile(r"(?<![\w.,])(\d)(?![\w.,]?\d)")
 _TOKEN = re.compile(r"\w+")
 FUZZY_OVERLAP = 0.6  # share of a title's words the reply must contain to count as naming it
@@ -26,7 +28,10 @@ def parse_choice(text: str | None, choices: Sequence[str] = ()) -> str:
     replies reason first); a reply that is or starts with an index (unless it goes on to quote a
     candidate's title, in full or cut off by the token limit, which then wins); a title quoted in full; 'the second option'; a
     candidate most of whose title words the reply repeats; the first lone digit. With `choices`
-    unknown, any index is accepted and titles are not matched.
+    unknown, any index is accepted and titles are not matched. A reply that opens a numbered list of
+    numbers ('1. 1. 2. 3', '1. 2022-01-01') names no item unless it quotes a title: the embedded
+    135M model writes that for 5 of 20 real test rows, and reading its list marker as "item 1" was a
+    phantom pick.
     """
     if not text:
         return ""
@@ -40,8 +45,11 @@ def parse_choice(text: str | None, choices: Sequence[str] = ()) -> str:
     if match and valid(int(match.group(1))):
         # '1. <title>': a model numbering its own list from 1 still names its pick by the title,
         # even when the token limit cut the title short
+        rest = text.strip()[match.end():]
         if quoted is None and choices:
-            quoted = _title_starting(text.strip()[match.end():], choices)
+            quoted = _title_starting(rest, choices)
+        if quoted is None and text.strip()[match.end() - 1] in ".)" and _ENUMERATION.match(rest):
+            return ""
         return str(quoted if quoted is not None else int(match.group(1)))
     if quoted is not None:
         return str(quoted)

@@ -8,6 +8,15 @@ explicit so a 135M local chat model follows them as well as an API model does.
 from __future__ import annotations
 
 DECIDER_INSTRUCTION = "Select the next item by considering both the summary and the provided feedback carefully."
+# For the pool proposer (optimas_cli/optim/prompt.py): accuracy needs one index out of the candidate
+# list, and the strongest signal in a session is its last products, so these say both.
+DECIDER_ALTERNATIVES = (
+    "Pick the candidate whose product type and brand best match what the user is shopping for, and reply "
+    "with its number from the candidate list.",
+    "Choose the candidate most similar to the products the user viewed last; answer with its number only.",
+)
+DECIDER_FORMAT_CONSTRAINTS = ("Reply with the number of one candidate.",
+                              "Reply with 'Answer: ' and the number of one candidate, nothing else.")
 
 
 def index_format(choices: list[str]) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, Pipeline, RunContext, SingleLLMTask
+from optimas_cli.system.parsing import PARSE_FAILURES
 from pipelines.amazon import prompts
 from pipelines.amazon.data import load_splits
 from pipelines.amazon.metric import METRIC, parse_choice
@@ -79,7 +80,9 @@ class NextItemDecider(Component):
     def forward(self, inputs: list[dict], value, ctx: RunContext) -> list[dict]:
         messages = [prompts.decider_messages(value, x["context"], x["feedback"], x["choices"]) for x in inputs]
         texts = ctx.complete(self.name, messages, model=self.model, max_tokens=self.max_tokens)
-        return [{"answer": parse_choice(text, x["choices"])} for text, x in zip(texts, inputs, strict=True)]
+        answers = [parse_choice(text, x["choices"]) for text, x in zip(texts, inputs, strict=True)]
+        ctx.count(self.name, PARSE_FAILURES, answers.count(""))  # no candidate named: scored as wrong
+        return [{"answer": a} for a in answers]
 
 
 def build_system(
@@ -104,6 +107,7 @@ def build_system(
             description="Chooses the candidate the user views next from the summary and the feedback.",
             inputs=("context", "feedback", "choices"), outputs=("answer",),
             kind=ConfigKind.PROMPT, default=prompts.DECIDER_INSTRUCTION,
+            alternatives=prompts.DECIDER_ALTERNATIVES, format_constraints=prompts.DECIDER_FORMAT_CONSTRAINTS,
             model=decider_model, max_tokens=decider_max_tokens,
         ),
     ]

@@ -16,6 +16,32 @@ TESTS_INSTRUCTION = (
 )
 FINAL_INSTRUCTION = "Refine the code based on the test results."
 
+# For the pool proposer (optimas_cli/optim/prompt.py): the pass rate needs runnable code that keeps the
+# given signature, so these push toward one complete code block and small, checkable tests.
+ALTERNATIVES = {
+    "code_generator": (
+        "Write a complete, self-contained Python solution: keep the given imports and function signature, "
+        "and return exactly what the docstring asks for.",
+        "Implement the function step by step with the standard library and the given imports; handle the "
+        "edge cases and exceptions the docstring names.",
+    ),
+    "unit_test_generator": (
+        "Write a few short unit tests that call the function on small inputs and check the documented "
+        "return values and raised exceptions.",
+    ),
+    "final_code_generator": (
+        "Fix only what the failing tests show is wrong; keep the function name, signature and imports unchanged.",
+        "If the tests passed, repeat the current code unchanged; otherwise correct it so it follows the problem statement.",
+    ),
+}
+FORMAT_CONSTRAINTS = {  # loosest first
+    "code_generator": ("Put all the code in one ```python block.",
+                       "Put all the code in one ```python block and write nothing outside it."),
+    "unit_test_generator": ("Write at most three test methods.", "Write at most three test methods and no other code."),
+    "final_code_generator": ("Put all the code in one ```python block.",
+                             "Put all the code in one ```python block and write nothing outside it."),
+}
+
 MAX_TESTS_CHARS = 4000  # generated tests quoted back to the final code generator
 MAX_CODE_CHARS = 6000
 

@@ -17,6 +17,7 @@ from typing import ClassVar
 from optimas_cli.errors import UserError
 from optimas_cli.sandbox import SandboxLimits, probe_isolation
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, Pipeline, RunContext, SingleLLMTask
+from optimas_cli.system.parsing import PARSE_FAILURES
 from pipelines.bigcodebench import prompts
 from pipelines.bigcodebench.data import load_splits
 from pipelines.bigcodebench.execution import OutcomeCache, describe, run_suites
@@ -35,8 +36,9 @@ class CodeGenerator(Component):
     def forward(self, inputs: list[dict], value, ctx: RunContext) -> list[dict]:
         texts = ctx.complete(self.name, [prompts.code_messages(value, x["question"]) for x in inputs],
                              max_tokens=self.max_tokens)
-        return [{"initial_code": extract_code(t, x["entry_point"], x["code_prompt"])}
-                for t, x in zip(texts, inputs, strict=True)]
+        codes = [extract_code(t, x["entry_point"], x["code_prompt"]) for t, x in zip(texts, inputs, strict=True)]
+        ctx.count(self.name, PARSE_FAILURES, sum(not defines(c, x["entry_point"]) for c, x in zip(codes, inputs, strict=True)))
+        return [{"initial_code": code} for code in codes]
 
 
 @dataclass(eq=False)
@@ -50,7 +52,9 @@ class UnitTestGenerator(Component):
     def forward(self, inputs: list[dict], value, ctx: RunContext) -> list[dict]:
         messages = [prompts.tests_messages(value, x["question"], x["entry_point"]) for x in inputs]
         texts = ctx.complete(self.name, messages, max_tokens=self.max_tokens)
-        return [{"generated_tests": extract_tests(t, x["entry_point"])} for t, x in zip(texts, inputs, strict=True)]
+        tests = [extract_tests(t, x["entry_point"]) for t, x in zip(texts, inputs, strict=True)]
+        ctx.count(self.name, PARSE_FAILURES, sum(not t for t in tests))
+        return [{"generated_tests": t} for t in tests]
 
 
 @dataclass(eq=False)
@@ -84,7 +88,9 @@ class FinalCodeGenerator(Component):
         outputs = []
         for text, x in zip(texts, inputs, strict=True):
             code = extract_code(text, x["entry_point"], x["code_prompt"])
-            outputs.append({"code": code if defines(code, x["entry_point"]) else x["initial_code"]})
+            usable = defines(code, x["entry_point"])
+            ctx.count(self.name, PARSE_FAILURES, int(not usable))
+            outputs.append({"code": code if usable else x["initial_code"]})
         return outputs
 
 
@@ -96,12 +102,16 @@ def build_system(code_max_tokens: int, tests_max_tokens: int, executor_limits: S
             description="Generates a Python solution for the coding problem.",
             inputs=("question", "code_prompt", "entry_point"), outputs=("initial_code",),
             kind=ConfigKind.PROMPT, default=prompts.CODE_INSTRUCTION, max_tokens=code_max_tokens,
+            alternatives=prompts.ALTERNATIVES["code_generator"],
+            format_constraints=prompts.FORMAT_CONSTRAINTS["code_generator"],
         ),
         UnitTestGenerator(
             name="unit_test_generator",
             description="Generates Python unit tests to validate the correctness of a solution.",
             inputs=("question", "entry_point"), outputs=("generated_tests",),
             kind=ConfigKind.PROMPT, default=prompts.TESTS_INSTRUCTION, max_tokens=tests_max_tokens,
+            alternatives=prompts.ALTERNATIVES["unit_test_generator"],
+            format_constraints=prompts.FORMAT_CONSTRAINTS["unit_test_generator"],
         ),
         Executor(
             name="executor",
@@ -115,6 +125,8 @@ def build_system(code_max_tokens: int, tests_max_tokens: int, executor_limits: S
             inputs=("question", "code_prompt", "entry_point", "initial_code", "generated_tests", "execution_report"),
             outputs=("code",),
             kind=ConfigKind.PROMPT, default=prompts.FINAL_INSTRUCTION, max_tokens=code_max_tokens,
+            alternatives=prompts.ALTERNATIVES["final_code_generator"],
+            format_constraints=prompts.FORMAT_CONSTRAINTS["final_code_generator"],
         ),
     ]
     return CompoundSystem(components, inputs=("question", "code_prompt", "entry_point"), outputs=("code",))

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from optimas_cli.errors import UserError
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, Metric, Pipeline, SingleLLMTask
+from optimas_cli.system.parsing import lenient
 from optimas_cli.system.prompt_component import PromptComponent
 from pipelines.hotpotqa import prompts
+from pipelines.hotpotqa.context_budget import PassageBudget
 from pipelines.hotpotqa.data import (
     DEFAULT_TRAIN_SIZE,
     DEFAULT_VAL_SIZE,
@@ -46,32 +48,38 @@ class PassageRetriever(Component):
         return [{"retrieve_content": "\n".join(p.render() for p in passages)} for passages in hits]
 
 
-def components(search: PassageSearch, k: int) -> list[Component]:
+def _candidates(name: str) -> dict:
+    """What the pool proposer may try for a component besides the LM's own proposals."""
+    return {"alternatives": prompts.ALTERNATIVES[name], "format_constraints": prompts.FORMAT_CONSTRAINTS[name]}
+
+
+def components(search: PassageSearch, k: int, context_tokens: int | None = None) -> list[Component]:
     return [
         PromptComponent(
             "question_rewriter", "Rephrases the question to make it clear and self-contained.",
             inputs={"question": "Question"}, output="rewritten_query",
             instruction=prompts.REWRITER_INSTRUCTION, reply_format=prompts.REWRITER_FORMAT,
-            parse=prompts.parse_rewrite, max_tokens=64,
+            parse=prompts.parse_rewrite, max_tokens=64, **_candidates("question_rewriter"),
         ),
         PromptComponent(
             "info_extractor", "Extracts search keywords from the query to retrieve relevant content.",
             inputs={"rewritten_query": "Query"}, output="search_keywords",
             instruction=prompts.EXTRACTOR_INSTRUCTION, reply_format=prompts.EXTRACTOR_FORMAT,
-            parse=prompts.parse_keywords, max_tokens=32,
+            parse=prompts.parse_keywords, max_tokens=32, **_candidates("info_extractor"),
         ),
         PassageRetriever(search, k),
         PromptComponent(
             "hint_generator", "Generates useful hints for answering the query from the retrieved passages.",
             inputs={"rewritten_query": "Query", "retrieve_content": "Retrieved Information"}, output="hints",
             instruction=prompts.HINT_INSTRUCTION, reply_format=prompts.HINT_FORMAT,
-            parse=prompts.parse_hints, max_tokens=96,
+            parse=prompts.parse_hints, max_tokens=96, fit=PassageBudget("retrieve_content", context_tokens),
+            **_candidates("hint_generator"),
         ),
         PromptComponent(
             "answer_generator", "Given the hints, answers the query with a short answer.",
             inputs={"rewritten_query": "Query", "hints": "Hints"}, output="answer",
             instruction=prompts.ANSWER_INSTRUCTION, reply_format=prompts.ANSWER_FORMAT,
-            parse=prompts.parse_short_answer, max_tokens=32,
+            parse=prompts.parse_short_answer, max_tokens=32, **_candidates("answer_generator"),
         ),
     ]
 
@@ -85,9 +93,13 @@ def build(
     val_size: int = DEFAULT_VAL_SIZE,
     test_size: int | None = None,
     seed: int = 0,
+    context_tokens: int | None = 1024,
 ) -> Pipeline:
     """The HotpotQA pipeline. retriever=bm25 searches the pooled paragraphs offline; retriever=colbert
-    queries the ColBERTv2 server at `colbert_url` (the paper's setting, online)."""
+    queries the ColBERTv2 server at `colbert_url` (the paper's setting, online). `context_tokens`
+    caps the retrieved passages in the hint generator's prompt (None: no cap)."""
+    if context_tokens is not None and int(context_tokens) < 1:
+        raise UserError(f"HotpotQA context_tokens={context_tokens} must be positive", "set a token count, or null")
     if k not in K_CHOICES:
         raise UserError(f"HotpotQA retriever k={k} is not one of {K_CHOICES}", f"set k to one of {K_CHOICES}")
     if retriever not in RETRIEVERS:
@@ -109,10 +121,10 @@ def build(
         search = index
         info["corpus_paragraphs"] = len(passages)
         info["bm25_index"] = "loaded from cache" if index.build_seconds is None else f"built in {index.build_seconds:.1f}s"
-    system = CompoundSystem(components(search, k), inputs=("question",), outputs=("answer",))
+    system = CompoundSystem(components(search, k, context_tokens), inputs=("question",), outputs=("answer",))
     single_llm = SingleLLMTask(
         prompt=prompts.single_llm_messages,
-        parse=lambda text: {"answer": prompts.parse_short_answer(text)},
+        parse=lambda text: {"answer": lenient(prompts.parse_short_answer)(text)},
         max_tokens=32,
     )
     return Pipeline("hotpotqa", system, splits, Metric("f1", answer_f1), single_llm=single_llm, info=info)

@@ -22,7 +22,7 @@ _UNDECIDED = re.compile(
 )
 
 
-def parse_decision(text: str | None, default: str = DEFAULT_DECISION) -> str:
+def parse_decision(text: str | None, default: str | None = DEFAULT_DECISION) -> str | None:
     """The yes/no/maybe a completion commits to.
 
     Echoes of the option list ('yes, no, or maybe') are ignored. Then, in order: the last explicit

@@ -14,6 +14,25 @@ ANALYST_INSTRUCTION = (
 )
 SOLVER_INSTRUCTION = "You are supposed to provide a solution to a given problem based on the provided summary."
 
+# For the pool proposer (optimas_cli/optim/prompt.py): accuracy needs one of the three labels, and
+# 'maybe' only where the evidence is mixed, so these name the label set and when each applies.
+ALTERNATIVES = {
+    "context_analyst": (
+        "State the study's main finding and whether it supports or contradicts the question's claim.",
+        "Summarize the results that answer the question: what was measured, and what was found.",
+    ),
+    "problem_solver": (
+        "Decide from the summary whether the evidence supports the question: answer yes if it does, "
+        "no if it contradicts it, and maybe only if the evidence is mixed.",
+        "Answer the question with yes, no or maybe. Most studies give a clear result: prefer yes or no.",
+    ),
+}
+FORMAT_CONSTRAINTS = {  # loosest first
+    "context_analyst": ("Use at most two sentences.", "Use one sentence that states the result."),
+    "problem_solver": ("End with 'Answer: yes', 'Answer: no' or 'Answer: maybe'.",
+                       "Reply with only 'Answer: yes', 'Answer: no' or 'Answer: maybe'."),
+}
+
 ANSWER_FORMAT = (
     "Is the answer yes, no or maybe? Reason in at most two sentences, then write the last line as "
     "'Answer: yes', 'Answer: no' or 'Answer: maybe'."

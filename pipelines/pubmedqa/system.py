@@ -19,9 +19,10 @@ from typing import ClassVar
 
 from optimas_cli.errors import UserError
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, Pipeline, RunContext, SingleLLMTask
+from optimas_cli.system.parsing import PARSE_FAILURES
 from pipelines.pubmedqa import prompts
 from pipelines.pubmedqa.data import load_splits
-from pipelines.pubmedqa.metric import METRIC, parse_decision
+from pipelines.pubmedqa.metric import DEFAULT_DECISION, METRIC, parse_decision
 
 LOCAL_MODELS = ("local/smollm2-135m-instruct", "local/gemma-3-270m")
 
@@ -62,6 +63,7 @@ class ContextAnalyst(Component):
         messages = [prompts.analyst_messages(value, x["question"], x["context"]) for x in inputs]
         models = [x["context_model"] for x in inputs]
         texts = complete_per_model(ctx, self.name, messages, models, max_tokens=self.max_tokens)
+        ctx.count(self.name, PARSE_FAILURES, sum(not text.strip() for text in texts))  # an empty summary
         return [{"summary": text.strip()} for text in texts]
 
 
@@ -77,7 +79,9 @@ class ProblemSolver(Component):
         messages = [prompts.solver_messages(value, x["question"], x["summary"]) for x in inputs]
         models = [x["solver_model"] for x in inputs]
         texts = complete_per_model(ctx, self.name, messages, models, max_tokens=self.max_tokens)
-        return [{"answer": parse_decision(text)} for text in texts]
+        decisions = [parse_decision(text, default=None) for text in texts]
+        ctx.count(self.name, PARSE_FAILURES, decisions.count(None))  # no label found: the default is used
+        return [{"answer": d or DEFAULT_DECISION} for d in decisions]
 
 
 def complete_per_model(
@@ -110,6 +114,8 @@ def build_system(
             description="Summarizes the key information of the context needed to answer the question.",
             inputs=("question", "context", "context_model"), outputs=("summary",),
             kind=ConfigKind.PROMPT, default=prompts.ANALYST_INSTRUCTION, max_tokens=analyst_max_tokens,
+            alternatives=prompts.ALTERNATIVES["context_analyst"],
+            format_constraints=prompts.FORMAT_CONSTRAINTS["context_analyst"],
         ),
         ModelSelector(
             name="solver_model_selector",
@@ -121,6 +127,8 @@ def build_system(
             description="Answers the question with yes, no or maybe from the analyst's summary.",
             inputs=("question", "summary", "solver_model"), outputs=("answer",),
             kind=ConfigKind.PROMPT, default=prompts.SOLVER_INSTRUCTION, max_tokens=solver_max_tokens,
+            alternatives=prompts.ALTERNATIVES["problem_solver"],
+            format_constraints=prompts.FORMAT_CONSTRAINTS["problem_solver"],
         ),
     ]
     return CompoundSystem(components, inputs=("question", "context"), outputs=("answer",))

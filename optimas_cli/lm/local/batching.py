@@ -17,7 +17,7 @@ from typing import Any
 
 @dataclass
 class _Pending:
-    items: list[tuple[Any, Future]] = field(default_factory=list)
+    items: list[tuple[Any, Future, int]] = field(default_factory=list)  # (item, its future, its cost)
     last_arrival: float = 0.0
     expected: int = 1  # how many items the submitters announced for this key (batch hint)
 
@@ -25,9 +25,15 @@ class _Pending:
 class DynamicBatcher:
     """Runs `run_batch(key, items) -> results` on batches of items submitted under the same key.
 
-    A batch is closed when it reaches `max_batch_size`, when it has the number of items its
-    submitters announced (`expected`), or when no new item has arrived for `gather_seconds`
-    (`hinted_gather_seconds` while announced items are still missing). Keys are served oldest first.
+    A batch is closed when it reaches `max_batch_size` rows or `max_batch_tokens`, when it has the
+    number of items its submitters announced (`expected`), or when no new item has arrived for
+    `gather_seconds` (`hinted_gather_seconds` while announced items are still missing). Keys are
+    served oldest first.
+
+    Each item may carry a cost in tokens (a local model: prompt tokens + max new tokens). Rows are
+    padded to the longest one, so a batch costs rows x its largest item, and that is what
+    `max_batch_tokens` caps: the KV cache and activations of a generate call grow with it, and 32
+    long prompts at once are what took `make run` to 9 GB. A single item over the cap runs alone.
     """
 
     def __init__(
@@ -37,11 +43,15 @@ class DynamicBatcher:
         gather_seconds: float = 0.01,
         hinted_gather_seconds: float = 0.5,
         name: str = "batcher",
+        max_batch_tokens: int | None = None,
     ):
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be at least 1")
+        if max_batch_tokens is not None and max_batch_tokens < 1:
+            raise ValueError("max_batch_tokens must be at least 1 (or None: no cap)")
         self.run_batch = run_batch
         self.max_batch_size = max_batch_size
+        self.max_batch_tokens = max_batch_tokens
         self.gather_seconds = gather_seconds
         self.hinted_gather_seconds = hinted_gather_seconds
         self.batch_sizes: list[int] = []  # every batch run, for tests and benchmarks
@@ -50,28 +60,39 @@ class DynamicBatcher:
         self._worker = threading.Thread(target=self._serve, name=name, daemon=True)
         self._worker.start()
 
-    def submit(self, key: Hashable, items: list[Any], expected: int = 1) -> list[Any]:
+    def submit(self, key: Hashable, items: list[Any], expected: int = 1, costs: list[int] | None = None) -> list[Any]:
         """Queue items and wait for their results (an exception from run_batch is re-raised here).
 
         `expected` announces how many items for this key are on their way from concurrent callers,
-        so the batch waits for them instead of starting early with a few.
+        so the batch waits for them instead of starting early with a few. `costs`: each item's tokens.
         """
         futures = [Future() for _ in items]
+        costs = list(costs) if costs is not None else [0] * len(items)
         with self._cond:
             now = time.monotonic()
             pending = self._pending.get(key)
             if pending is None:
                 pending = self._pending[key] = _Pending()
-            pending.items.extend(zip(items, futures, strict=True))
+            pending.items.extend(zip(items, futures, costs, strict=True))
             pending.last_arrival = now
             pending.expected = max(pending.expected, expected)
             self._cond.notify_all()
         return [future.result() for future in futures]
 
+    def _fitting(self, pending: _Pending) -> int:
+        """How many of the oldest items make one batch within the row and token caps (at least one)."""
+        widest, count = 0, 0
+        for _, _, cost in pending.items[: self.max_batch_size]:
+            widest = max(widest, cost)
+            if count and self.max_batch_tokens is not None and (count + 1) * widest > self.max_batch_tokens:
+                break
+            count += 1
+        return count
+
     def _ready(self, pending: _Pending, now: float) -> float:
         """0 when the batch should run now, else how long to wait before checking again."""
         size = len(pending.items)
-        if size >= min(self.max_batch_size, max(pending.expected, 1)):
+        if size >= min(self.max_batch_size, max(pending.expected, 1)) or self._fitting(pending) < size:
             return 0.0
         window = self.hinted_gather_seconds if pending.expected > size else self.gather_seconds
         remaining = pending.last_arrival + window - now
@@ -88,8 +109,8 @@ class DynamicBatcher:
                 if ready:
                     key = ready[0]  # oldest first: _pending keeps arrival order
                     pending = self._pending[key]
-                    batch = pending.items[: self.max_batch_size]
-                    rest = pending.items[self.max_batch_size :]
+                    take = self._fitting(pending)
+                    batch, rest = pending.items[:take], pending.items[take:]
                     if rest:
                         pending.items = rest
                         pending.expected = max(pending.expected - len(batch), 1)
@@ -105,12 +126,12 @@ class DynamicBatcher:
             key, batch = self._take_batch()
             self.batch_sizes.append(len(batch))
             try:
-                results = self.run_batch(key, [item for item, _ in batch])
+                results = self.run_batch(key, [item for item, _, _ in batch])
                 if len(results) != len(batch):
                     raise RuntimeError(f"run_batch returned {len(results)} results for {len(batch)} items")
             except BaseException as error:  # the callers re-raise it; the worker keeps serving
-                for _, future in batch:
+                for _, future, _ in batch:
                     future.set_exception(error)
                 continue
-            for (_, future), result in zip(batch, results, strict=True):
+            for (_, future, _), result in zip(batch, results, strict=True):
                 future.set_result(result)

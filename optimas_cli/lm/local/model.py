@@ -119,6 +119,10 @@ class LocalModel:
     def render(self, messages: list[dict]) -> str:
         return render_chat(self.tokenizer, messages)
 
+    def prompt_tokens(self, prompt: str) -> int:
+        """The tokens `prompt` takes in a batch (as `tokenize` encodes it), without padding."""
+        return len(self.tokenizer(prompt, add_special_tokens=not self.chat_template)["input_ids"])
+
     def tokenize(self, prompts: list[str], max_new_tokens: int) -> dict:
         # A chat template already writes its special tokens; a plain prompt needs the tokenizer's BOS.
         encoded = self.tokenizer(

@@ -47,6 +47,7 @@ class LocalProvider(CustomLLM):
         self.dtype = "auto"  # bfloat16 on a GPU, float32 on a CPU (see local_model.resolve_dtype)
         self.device = "auto"
         self.max_batch_size = 32
+        self.max_batch_tokens: int | None = 16384  # rows x (longest prompt + max new tokens) per generate
         self.gather_seconds = 0.01
         self.cache_dir: str | None = None  # default home of converted models; requests may name their own
         self._models: dict[Path, Any] = {}  # model folder -> LocalModel
@@ -55,7 +56,8 @@ class LocalProvider(CustomLLM):
         self.load_seconds: dict[str, float] = {}
 
     def configure(self, dtype: str | None = None, device: str | None = None, max_batch_size: int | None = None,
-                  gather_seconds: float | None = None, cache_dir: str | None = None) -> None:
+                  gather_seconds: float | None = None, cache_dir: str | None = None,
+                  max_batch_tokens: int | None = None) -> None:
         """Settings for models loaded from now on; a dtype or device change reloads models on next use."""
         with self._lock:
             if (dtype is not None and dtype != self.dtype) or (device is not None and device != self.device):
@@ -67,6 +69,12 @@ class LocalProvider(CustomLLM):
                 self.max_batch_size = int(max_batch_size)
                 for batcher in self._batchers.values():
                     batcher.max_batch_size = self.max_batch_size
+            if max_batch_tokens is not None:
+                if int(max_batch_tokens) < 1:
+                    raise UserError(f"lm.local.max_batch_tokens must be at least 1, got {max_batch_tokens}")
+                self.max_batch_tokens = int(max_batch_tokens)
+                for batcher in self._batchers.values():
+                    batcher.max_batch_tokens = self.max_batch_tokens
             if gather_seconds is not None:
                 self.gather_seconds = float(gather_seconds)
             if cache_dir is not None:
@@ -87,7 +95,7 @@ class LocalProvider(CustomLLM):
                 self.load_seconds[name] = time.perf_counter() - start
                 self._batchers[folder] = DynamicBatcher(
                     self._batch_runner(self._models[folder]), self.max_batch_size,
-                    gather_seconds=self.gather_seconds, name=f"local-{name}",
+                    gather_seconds=self.gather_seconds, name=f"local-{name}", max_batch_tokens=self.max_batch_tokens,
                 )
             return self._models[folder]
 
@@ -134,12 +142,15 @@ class LocalProvider(CustomLLM):
                             beam_groups=n if diverse else 0, diversity_penalty=float(extra.get("diversity_penalty") or 0.0))
         key = (adapter_fingerprint(adapter) if adapter else None, decoding)
         hint = int(extra.get("batch_hint") or 1)
+        cost = local_model.prompt_tokens(prompt) + max_tokens  # what this row adds to a batch's padded shape
         try:
             if diverse:
-                [generations] = self._batchers[local_model.folder].submit(key, [(prompt, 0, adapter)], expected=hint)
+                [generations] = self._batchers[local_model.folder].submit(key, [(prompt, 0, adapter)], expected=hint,
+                                                                          costs=[cost * n])
             else:
                 items = [(prompt, sample_seed(seed, sample_index, offset + k), adapter) for k in range(n)]
-                generations = self._batchers[local_model.folder].submit(key, items, expected=hint * n)
+                generations = self._batchers[local_model.folder].submit(key, items, expected=hint * n,
+                                                                        costs=[cost] * n)
         except UserError:
             raise
         except Exception as error:
