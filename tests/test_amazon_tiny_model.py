@@ -23,7 +23,7 @@ class DeciderReplies:
     def __init__(self, client):
         self.client, self.texts = client, []
 
-    def complete(self, requests, component="-"):
+    def complete(self, requests, component="-", phase="-"):
         responses = self.client.complete(requests, component=component)
         if component == "next_item_decider":
             self.texts += [r.texts[0] for r in responses]

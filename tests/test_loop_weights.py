@@ -76,7 +76,7 @@ class AdapterLog:
     def __init__(self, client):
         self.client, self.adapters = client, []
 
-    def complete(self, requests, component="-"):
+    def complete(self, requests, component="-", phase="-"):
         if component == "session_analyzer":
             self.adapters += [r.adapter for r in requests]
         return self.client.complete(requests, component=component)
