@@ -14,12 +14,12 @@ import os
 from dataclasses import dataclass
 
 from optimas_cli.system import CompoundSystem, ConfigKind, Pipeline, SingleLLMTask
-from pipelines.amazon.system import LocalModelComponent
+from optimas_cli.system.local_model_component import DEFAULT_BASE_MODEL, LocalModelComponent
 from pipelines.pubmedqa.data import load_splits
 from pipelines.pubmedqa.metric import METRIC
 from pipelines.pubmedqa.prompts import single_llm_messages
 
-BASE_MODEL = "local/smollm2-135m-instruct"
+BASE_MODEL = DEFAULT_BASE_MODEL
 
 
 def reader_messages(question: str, context: str) -> list[dict]:
