@@ -59,3 +59,17 @@ def test_allocates_gemma_to_pubmedqas_solver(tmp_path):
     # the analyst's model does not change the scripted answers: no strict gain, the default stays
     assert outcome.config["context_model_selector"] == pipeline.system.default_config()["context_model_selector"]
     assert test["mean"] == 1.0 and info["sample_size"] == 4
+
+
+def test_a_baseline_stops_at_a_budget_cap_and_still_reports(tmp_path):
+    """Baselines honour the caps too: LLMSelector's first estimate already spends the one allowed run."""
+    import json
+
+    from tests.test_cli import optimas
+
+    out = tmp_path / "run"
+    proc = optimas("run", "pipeline=toy_model_selector", "method=llmselector", "budget=smoke", "budget.max_runs=1",
+                   f"hydra.run.dir={out}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["stopped"] == "max_runs" and results["history"] == [] and results["test"]["n"] > 0

@@ -25,6 +25,7 @@ from optimas_cli.optim.node_policies import NodePolicies, NodeSegments, shared_b
 from optimas_cli.optim.rollouts import Rollout
 from optimas_cli.optim.weights import CONTRACT
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, Splits, SystemConfig
+from optimas_cli.system.caps import cap_reached
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.run_folder import RunFolder
 
@@ -81,6 +82,8 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
     best, history = config, []
     console.print(f"[bold]{label}[/] · {settings.iterations} iterations · nodes {', '.join(nodes)} · val {best_val:.3f}")
     for t in range(settings.iterations):
+        if cap_reached(ctx):  # a safe point: the best configuration so far is saved
+            break
         start = (t * settings.batch_size) % len(splits.train)
         examples = [splits.train[(start + i) % len(splits.train)] for i in range(min(settings.batch_size, len(splits.train)))]
         with ctx.ledger.timed("local_optimization"):

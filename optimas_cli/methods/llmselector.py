@@ -29,6 +29,7 @@ from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.progress import track
 from optimas_cli.system import ConfigKind, Pipeline, SystemConfig
 from optimas_cli.system.budget import Budget
+from optimas_cli.system.caps import cap_reached
 from optimas_cli.system.evaluate import rewards
 
 APPLIES_TO = "pubmedqa (context_model_selector, solver_model_selector) and toy_model_selector"
@@ -88,6 +89,8 @@ class LLMSelector(Method):
         history: list[HistoryEntry] = []
         rounds_run = 0
         for rnd in track(range(1, self.rounds + 1), "llmselector rounds", lm=ctx.lm):
+            if cap_reached(ctx):  # a safe point: the allocation so far is saved
+                break
             rounds_run = rnd
             changed = False
             for name in names:

@@ -53,6 +53,7 @@ from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.progress import track
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory
 from optimas_cli.system.budget import Budget
+from optimas_cli.system.caps import cap_reached
 from optimas_cli.system.evaluate import rewards
 
 FIELD_CHARS = 600  # each rendered field is cut to this many characters in TextGrad's prompts
@@ -273,6 +274,8 @@ class TextGrad(Method):
 
         with ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="textgrad") as pool:
             for step in track(range(1, self.steps + 1), "TextGrad steps", lm=ctx.lm):
+                if cap_reached(ctx):  # a safe point: the best instructions so far are saved
+                    break
                 while len(order) < self.batch_size:  # shuffled epochs over the training split
                     order.extend(rng.permutation(len(splits.train)).tolist())
                 batch, order = [splits.train[i] for i in order[: self.batch_size]], order[self.batch_size :]
