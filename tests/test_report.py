@@ -287,3 +287,16 @@ def test_gate_plot_shows_each_decision_with_its_delta_and_ci(tmp_path):
     path = plot_gate([run], tmp_path / "gate.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot_gate([Run(tmp_path, {"pipeline": "p", "method": "m", "history": []})], tmp_path / "none.png") is None
+
+
+def test_optimas_delta_compares_the_default_run_not_the_best_variant():
+    from optimas_cli.report.formatting import Summary
+    from optimas_cli.report.paper_tables import _improvement
+
+    summaries = {("unoptimized", ""): Summary.of([0.5], 0.0),
+                 ("optimas", "method.gate=paired"): Summary.of([0.9], 0.0),   # the better variant...
+                 ("optimas", "method.gate=strict"): Summary.of([0.6], 0.0)}   # ...but this one is the default
+    gain, base, ours = _improvement(summaries)
+    assert ours == ("optimas", "method.gate=strict") and base == ("unoptimized", "") and gain == pytest.approx(20.0)
+    del summaries[("optimas", "method.gate=strict")]
+    assert _improvement(summaries) == (None, None, None)  # no default run: no Δ, not the best variant's

@@ -79,7 +79,8 @@ def table2(runs: list[Run], sources: str) -> Table:
         "difference with Unoptimized on the same examples has a 95% CI that excludes 0 (see the paired table). "
         "Runs without per-example traces show mean ± std over their test repeats (or over the runs' means) "
         "instead, and identical repeats (greedy decoding) are said to be identical. Bold: best in the row. "
-        "Optimas Δ: Optimas relative to the best baseline of the row (Unoptimized, Single LLM, LLMSelector, "
+        "Optimas Δ: the default Optimas run (every method setting at conf/method/optimas.yaml's value; blank when "
+        "the row has no single such run) relative to the best baseline of the row (Unoptimized, Single LLM, LLMSelector, "
         f"DSPy, TextGrad, HBC). {sources}"
     )
     return table
@@ -157,11 +158,32 @@ def _improvement(summaries: dict[tuple, Summary]):
     if not base or not ours:
         return None, None, None
     best_base = max(base, key=lambda c: base[c].mean)
-    best_ours = max(ours, key=lambda c: ours[c].mean)
+    defaults = [c for c in ours if _is_default(c[1])]
+    if len(defaults) != 1:  # no (or no single) default Optimas run: no Δ rather than the best variant's
+        return None, None, None
+    default = defaults[0]
     reference = base[best_base].mean
     if reference == 0:
         return None, None, None
-    return 100 * (ours[best_ours].mean - reference) / abs(reference), best_base, best_ours
+    return 100 * (ours[default].mean - reference) / abs(reference), best_base, default
+
+
+def _is_default(variant: str) -> bool:
+    """Whether an Optimas variant label ('method.gate=strict, budget=small', '' for a lone run) names the
+    default run: every method.* setting it shows has conf/method/optimas.yaml's value (the paper's
+    method), so Table 2's Δ never reports the best of several variants."""
+    if not variant:
+        return True
+    from omegaconf import OmegaConf
+
+    from optimas_cli.conf import CONF_DIR
+
+    defaults = OmegaConf.load(CONF_DIR / "method" / "optimas.yaml")
+    for part in variant.split(", "):
+        key, _, value = part.partition("=")
+        if key.startswith("method.") and str(OmegaConf.select(defaults, key[len("method."):])) != value:
+            return False
+    return True
 
 
 def optimization_runs(ledger: dict, count: str = "runs") -> float | None:
