@@ -21,7 +21,6 @@ import os
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -65,10 +64,6 @@ class PhaseCount:
             self.calls[comp.name] += n * values_per_input
 
 
-def _calls_per_input(comp: Component, value: Any) -> int:
-    return comp.values_per_input(value)
-
-
 def _candidates(comp: Component, collect: Mapping) -> int:
     return len(comp.choices) if comp.kind is ConfigKind.CHOICE else int(collect.get("num_candidates", 4))
 
@@ -86,14 +81,14 @@ def _collection(system, config, n: int, collect: Mapping, phase: PhaseCount, lm_
         down = system.downstream(name)
         for other in system.order:  # run_until: every component that does not depend on this one
             if other != name and other not in down:
-                phase.run(system.components[other], n, _calls_per_input(system.components[other], config[other]))
+                phase.run(system.components[other], n, system.components[other].values_per_input(config[other]))
         cands = _candidates(comp, collect) if comp.kind is ConfigKind.CHOICE or comp.is_stochastic(sample_at) else 1
         phase.run(comp, cands * n)  # candidate draws: each value (choice) or sample (prompt, weights) once
         stochastic = any(system.components[d].is_stochastic(down_at) for d in down)
         repeats = int(collect.get("mc_repeats", 2)) if stochastic else 1
         if cands >= 2:
             for d in down:
-                phase.run(system.components[d], cands * repeats * n, _calls_per_input(system.components[d], config[d]))
+                phase.run(system.components[d], cands * repeats * n, system.components[d].values_per_input(config[d]))
         pairs += n * math.comb(cands, 2)
     return pairs
 
@@ -101,7 +96,7 @@ def _collection(system, config, n: int, collect: Mapping, phase: PhaseCount, lm_
 def _rerun(system, name: str, n: float, config, phase: PhaseCount) -> None:
     """run_from(name): the component and everything downstream of it, on n inputs."""
     for other in (name, *system.downstream(name)):
-        phase.run(system.components[other], n, _calls_per_input(system.components[other], config[other]))
+        phase.run(system.components[other], n, system.components[other].values_per_input(config[other]))
 
 
 def _optimizer(comp: Component, search: int, opt: Mapping, phase: PhaseCount) -> None:
@@ -151,8 +146,8 @@ def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, p
     loop_opt, val, sample = phases["local_optimization"], phases["validation"], phases[SEARCH_SAMPLE_PHASE]
     for name in system.order:  # the opening validation and search-sample runs
         comp = system.components[name]
-        val.run(comp, n_val, _calls_per_input(comp, config[name]))
-        sample.run(comp, search, _calls_per_input(comp, config[name]))
+        val.run(comp, n_val, comp.values_per_input(config[name]))
+        sample.run(comp, search, comp.values_per_input(config[name]))
     accepted, scheduler = 0.0, str(method.get("scheduler", "uniform"))
     for t in range(int(budget.iterations)):
         first = _first_pick_probability(t, m, scheduler)
@@ -202,7 +197,7 @@ def count_phases(pipeline: Pipeline, splits: Splits, cfg: DictConfig) -> tuple[d
             phases[phase].calls["single_llm"] += n
             continue
         for name in system.order:
-            phases[phase].run(system.components[name], n, _calls_per_input(system.components[name], config[name]))
+            phases[phase].run(system.components[name], n, system.components[name].values_per_input(config[name]))
     return phases, loop
 
 
