@@ -14,6 +14,7 @@ from optimas_cli.conf import CONF_DIR
 from optimas_cli.errors import UserError
 from optimas_cli.flows.resume import ORIGINAL_CONFIG
 from optimas_cli.flows.validate import check_values
+from optimas_cli.stats import mean_ci
 from optimas_cli.system.caps import BudgetExhausted
 from optimas_cli.system.run_folder import RunFolder
 
@@ -72,16 +73,28 @@ def run_task(cfg: DictConfig) -> float | None:
     test = results.get("test")
     if results.get("stopped"):
         where += f" · stopped by budget.{results['stopped']}"
-    if test:
-        line = (
-            f"test {results['metric']} = {test['mean']:.4f} ± {test['std']:.4f} "
-            f"(n={test['n']}, {len(test['scores'])} repeat(s)) · results: {where}"
-        )
-    else:
-        line = f"done · results: {where}"
+    line = f"done · results: {where}" if not test else (
+        f"test {results['metric']} = {test['mean']:.4f} ± {test['std']:.4f} "
+        f"(n={test['n']}, {len(test['scores'])} repeat(s)) · results: {where}")
     log.info(line)
     console.print(line)
+    if results.get("test_gain"):
+        console.print(before_after_line(results))
+        console.print(f"report: optimas report {_shown(folder.path)}")
     return test["mean"] if test else None
+
+
+def before_after_line(results: dict) -> str:
+    """Initial vs final configuration on the same test examples, each with its 95% CI, and the paired gain."""
+    def scored(split: dict) -> str:
+        ci = mean_ci(split["per_example"])
+        return f"{ci.estimate:.4f} [{ci.low:.4f}, {ci.high:.4f}]"
+
+    gain = results["test_gain"]
+    verdict = "a real change" if gain["ci_low"] > 0 or gain["ci_high"] < 0 else "not distinguishable from 0"
+    return (f"test {results['metric']}: initial {scored(results['test_initial'])} → {results['method']} "
+            f"{scored(results['test'])} · paired gain {gain['delta']:+.4f} [{gain['ci_low']:+.4f}, "
+            f"{gain['ci_high']:+.4f}] (95% CI, {verdict})")
 
 
 def _user_error(exc: BaseException | None) -> UserError | None:

@@ -145,3 +145,17 @@ def test_caps_warn_at_half_and_four_fifths_then_stop():
     with pytest.raises(BudgetExhausted, match="max_runs=10"):
         caps.check()
     assert caps.stopped.cap == "max_runs"
+
+
+def test_a_run_reports_its_gain_over_the_initial_configuration_on_the_same_test_examples(uncapped):
+    from optimas_cli.app import before_after_line
+
+    test, initial, gain = uncapped["test"], uncapped["test_initial"], uncapped["test_gain"]
+    assert len(test["per_example"]) == len(initial["per_example"]) == test["n"]
+    expected = sum(test["per_example"]) / test["n"] - sum(initial["per_example"]) / test["n"]
+    assert gain["delta"] == pytest.approx(expected)
+    assert gain["ci_low"] <= gain["delta"] <= gain["ci_high"]
+    phases = uncapped["ledger"]["by_phase"]
+    assert phases["test_initial"]["runs"] == phases["test"]["runs"] > 0  # the initial config really ran
+    line = before_after_line(uncapped)
+    assert "initial" in line and "paired gain" in line and "95% CI" in line

@@ -1,7 +1,6 @@
 """Baseline: one LM call on the raw task, no pipeline (the paper's "Single LLM" row)."""
 from __future__ import annotations
 
-import statistics
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
@@ -28,5 +27,5 @@ class SingleLLM(Method):
                                          [{**a, "raw": t} for a, t in zip(answers, texts, strict=True)],
                                          scores, ctx.phase, r)
             ctx.ledger.record("single_llm", len(examples) * len(pipeline.system), ctx.phase)  # one call ~ one run
-            per_repeat.append(statistics.fmean(scores) if scores else 0.0)
+            per_repeat.append(scores)
         return summarize(per_repeat, len(examples))

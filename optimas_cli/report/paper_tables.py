@@ -187,13 +187,13 @@ def _is_default(variant: str) -> bool:
 
 
 def optimization_runs(ledger: dict, count: str = "runs") -> float | None:
-    """Equivalent system runs spent before the final validation and the test evaluation, by one of the
+    """Equivalent system runs spent before the final validation and the test evaluations, by one of the
     ledger's two counts: "runs" (executed) or "paper_runs" (the paper's accounting). None where the
     ledger predates that count."""
     if count not in ledger:
         return None
     phases = ledger.get("by_phase") or {}
-    spent = sum(float((phases.get(p) or {}).get(count, 0.0)) for p in ("test", "final_validation"))
+    spent = sum(float((phases.get(p) or {}).get(count, 0.0)) for p in ("test", "test_initial", "final_validation"))
     return round(float(ledger[count]) - spent, 4)
 
 

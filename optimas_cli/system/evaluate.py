@@ -17,13 +17,16 @@ def rewards(pipeline: Pipeline, trajectories: Sequence[Trajectory]) -> list[floa
     return pipeline.metric.many([t.example for t in trajectories], [t.final(outs) for t in trajectories])
 
 
-def summarize(scores: Sequence[float], n: int) -> dict:
-    """The shape results.json uses for a split: mean and std over repeats, per-repeat scores, n."""
+def summarize(per_repeat: Sequence[Sequence[float]], n: int) -> dict:
+    """The shape results.json uses for a split: mean and std over repeats, per-repeat scores, n, and
+    each example's reward averaged over the repeats (what confidence intervals resample)."""
+    scores = [statistics.fmean(r) if r else 0.0 for r in per_repeat]
     return {
         "mean": statistics.fmean(scores) if scores else 0.0,
         "std": statistics.pstdev(scores) if len(scores) > 1 else 0.0,
-        "scores": list(scores),
+        "scores": scores,
         "n": n,
+        "per_example": [statistics.fmean(column) for column in zip(*per_repeat, strict=True)],
     }
 
 
@@ -41,5 +44,5 @@ def evaluate(
         scores = rewards(pipeline, trajs)
         if ctx.traces is not None:
             ctx.traces.write_trajectories(pipeline.system, trajs, scores, ctx.phase, r)
-        per_repeat.append(statistics.fmean(scores) if trajs else 0.0)
+        per_repeat.append(scores)
     return summarize(per_repeat, len(examples))
