@@ -1,4 +1,4 @@
-"""A tiny real BERT encoder (random weights, WordPiece tokenizer trained here) for fast LRF tests.
+"""A tiny real BERT encoder (random weights, WordPiece tokenizer built here) for fast LRF tests.
 
 Other test_lrf_* modules import `build_tiny_bert` from here; the test below checks that the built
 folder loads as an LRF backbone the same way any Hugging Face folder does.
@@ -22,14 +22,18 @@ CORPUS = [
 def build_tiny_bert(folder: Path, causal: bool = False) -> str:
     """Save a 2-layer, 32-wide BERT (or, with causal=True, Llama) and its tokenizer into `folder`."""
     import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    # The vocabulary is listed, not trained: WordPiece training breaks ties differently in every process,
+    # which made the tiny LRF (and the runs built on it) differ from one test session to the next.
+    words = sorted({w for line in CORPUS for w in line.split()})
+    chars = sorted({c for w in words for c in w})
+    vocab = specials + chars + [f"##{c}" for c in chars] + [w for w in words if len(w) > 1]
+    tok = Tokenizer(models.WordPiece({token: i for i, token in enumerate(vocab)}, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]

@@ -59,6 +59,8 @@ def test_sysdpo_trains_both_nodes_from_dbs_trajectory_pairs(tiny_model, tiny_lm,
     entry = next(e.details for e in outcome.history if e.details["updated"])
     assert entry["pairs"] > 0 and entry["margin_after"] > entry["margin_before"]
     assert outcome.extras["sysdpo"]["sampling"] == "dbs"
+    rates = outcome.extras["sysdpo"]["distinct_candidate_rate"]  # distinct texts / texts drawn, per node
+    assert set(rates) == {"evidence_reader", "answerer"} and all(0.5 <= r <= 1.0 for r in rates.values())
 
 
 def test_reinforce_trains_both_nodes_from_global_rewards(tiny_model, tiny_lm, tmp_path):

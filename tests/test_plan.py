@@ -101,7 +101,7 @@ def test_plan_command_prints_the_plan_and_writes_nothing(tmp_path):
     proc = optimas("plan", "pipeline=toy_retriever", "budget=smoke", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     total = next(line for line in proc.stdout.splitlines() if line.startswith("total"))
-    assert total.split()[1] == "74.00"  # the executed run's 74 equivalent runs (the test above checks every phase)
+    assert total.split()[1] == "92.00"  # the executed run's 92 equivalent runs (the test above checks every phase)
     assert list(tmp_path.iterdir()) == []  # a plan is not a run: no run folder, no outputs/
     refused = optimas("plan", "pipeline=toy_retriever", "repeats=0", cwd=tmp_path)
     assert refused.returncode == 2 and "repeats must be at least 1" in refused.stderr

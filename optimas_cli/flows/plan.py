@@ -40,7 +40,7 @@ ESTIMATE = {
     "seconds_per_lrf_step": 1.5,  # one MiniLM step of 16 pairs on a CPU
 }
 PHASES = ("lrf_collection", "lrf_training", "lrf_judge", "local_optimization", SEARCH_SAMPLE_PHASE, "validation",
-          "adaptation", "final_validation", "test")
+          "adaptation", "final_validation", "test", "test_initial")
 LOOP_METHODS = {"optimas": True, "optimas_no_adapt": False}  # method -> Stage 2 after an acceptance
 ASSUMPTIONS = [
     "every component runs on every input (no `when` skips) and every sampled candidate output is distinct",
@@ -191,8 +191,11 @@ def count_phases(pipeline: Pipeline, splits: Splits, cfg: DictConfig) -> tuple[d
         loop = {"not_planned": f"the optimization phases of method {method!r} are not modelled; "
                                "only the final validation and test are planned"}
     config = system.default_config()
-    for phase, n in (("final_validation", len(splits.val)), ("test", len(splits.test) * int(cfg.repeats))):
-        if method == "single_llm":  # one call per example, counted as one system run
+    evaluations = [("final_validation", len(splits.val)), ("test", len(splits.test) * int(cfg.repeats))]
+    if method != "unoptimized":  # the initial configuration on the same test examples (flows/run.before_and_after)
+        evaluations.append(("test_initial", len(splits.test) * int(cfg.repeats)))
+    for phase, n in evaluations:
+        if method == "single_llm" and phase != "test_initial":  # one call per example, counted as one system run
             phases[phase].executions["single_llm"] += n * len(system)
             phases[phase].calls["single_llm"] += n
             continue

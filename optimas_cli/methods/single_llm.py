@@ -1,7 +1,6 @@
 """Baseline: one LM call on the raw task, no pipeline (the paper's "Single LLM" row)."""
 from __future__ import annotations
 
-
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.system.evaluate import summarize

@@ -13,7 +13,7 @@ from collections import defaultdict
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.methods.joint_weights import JointSettings, node_segments, optimize_jointly, trainable_nodes
-from optimas_cli.optim.rollouts import Branching, sample_rollouts
+from optimas_cli.optim.rollouts import Branching, distinct_candidate_rates, sample_rollouts
 from optimas_cli.optim.sysdpo import SysDPOTrainer, preference_pairs
 from optimas_cli.system.budget import Budget
 
@@ -53,5 +53,6 @@ class SysDPO(Method):
         settings = JointSettings(self.budget.iterations, self.budget.search_size, self.lora)
         outcome = optimize_jointly(pipeline, splits, ctx, folder, settings, self.name, sample, update, self.console)
         outcome.extras[self.name].update(sampling=self.branching.sampling, k=self.branching.k, beta=self.beta,
-                                         diversity_penalty=self.branching.diversity_penalty)
+                                         diversity_penalty=self.branching.diversity_penalty,
+                                         distinct_candidate_rate=distinct_candidate_rates(ctx.ledger))
         return outcome

@@ -22,6 +22,7 @@ from optimas_cli.lm.types import LMRequest
 from optimas_cli.system import CompoundSystem, RunContext, SystemConfig, Trajectory
 
 SAMPLING = ("dbs", "temperature")
+CANDIDATES, DISTINCT_CANDIDATES = "candidates", "distinct_candidates"  # ledger events of every branching
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,8 @@ def _branch(component, current: list[Rollout], value, ctx: RunContext, branching
     ]
     replies = ctx.lm.complete(requests, component=component.name)
     ctx.ledger.record(component.name, len(current) * branching.k, ctx.phase)
+    ctx.count(component.name, CANDIDATES, sum(len(reply.texts) for reply in replies))
+    ctx.count(component.name, DISTINCT_CANDIDATES, sum(len(set(reply.texts)) for reply in replies))
     branched = []
     for rollout, x, m, reply in zip(current, inputs, messages, replies, strict=True):
         for text in reply.texts:
@@ -109,3 +112,16 @@ def _branch(component, current: list[Rollout], value, ctx: RunContext, branching
             branched.append(Rollout(trajectory, rollout.source, rollout.stream,
                                     {**rollout.segments, component.name: (m, text)}))
     return branched
+
+
+def distinct_candidate_rates(ledger) -> dict[str, float]:
+    """Per trainable node, distinct texts / texts drawn over the run's branchings (1.0: no two of an
+    input's k candidates alike; 1/k: all k the same) -- how much new signal each extra sample brought."""
+    drawn: dict[str, list[int]] = {}
+    for counts in ledger.events.values():
+        for component, events in counts.items():
+            if events.get(CANDIDATES):
+                seen = drawn.setdefault(component, [0, 0])
+                seen[0] += events.get(DISTINCT_CANDIDATES, 0)
+                seen[1] += events[CANDIDATES]
+    return {component: round(distinct / total, 4) for component, (distinct, total) in drawn.items()}
