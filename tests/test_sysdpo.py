@@ -58,6 +58,18 @@ def test_joint_log_ratio_of_a_two_node_dag_is_the_sum_of_the_node_log_ratios(tin
     assert float(h[0] - h[1]) == pytest.approx(float(answerer_only[0] - answerer_only[1]), abs=1e-4)
 
 
+def test_segments_of_different_lengths_score_together_as_they_would_alone(tiny_model_dir, tiny_adapter_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    policies = NodePolicies(str(tiny_model_dir), {READER: str(tiny_adapter_dir)})
+    # six rows of different prompt and completion lengths: left padding, tail-only logits, chunks of 4
+    segments = [(chat(policies, "Does aspirin lower fever? " * (n + 1)), "Answer: yes" + " indeed" * n) for n in range(6)]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    alone = [independent_logprob(base, tokenizer, *seg) for seg in segments]
+    assert policies.reference_logprobs(segments).tolist() == pytest.approx(alone, abs=1e-3)
+
+
 def toy_trajectories(policies: NodePolicies) -> tuple[list[dict], list[float]]:
     """Four trajectories of one input (2 reader notes x 2 answers); the final metric prefers 'yes' after note A."""
     x = chat(policies, "Does aspirin lower fever?")

@@ -17,6 +17,8 @@ import torch
 from optimas_cli.errors import UserError
 from optimas_cli.lm.local.model import render_chat
 
+NO_GRAD_CHUNK = 4  # rows per forward pass when no gradients are kept (reference and margin scoring)
+
 Segment = tuple[str, str]  # (rendered prompt, completion text) of one node execution
 NodeSegments = Mapping[str, Segment]  # one trajectory: trainable node -> its segment
 
@@ -59,7 +61,8 @@ class NodePolicies:
         return render_chat(self.tokenizer, messages)
 
     def _encode(self, segments: Sequence[Segment]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Right-padded ids, attention mask, and a mask of the completion tokens (targets)."""
+        """Left-padded ids, attention mask, and a mask of the completion tokens (targets): every
+        completion ends at the last position, so only the tail needs logits."""
         special = not self.tokenizer.chat_template  # as the local provider tokenizes prompts
         rows, targets = [], []
         for prompt, completion in segments:
@@ -71,16 +74,26 @@ class NodePolicies:
             targets.append([0] * len(prompt_ids) + [1] * len(completion_ids))
         width = max(len(r) for r in rows)
         pad = self.tokenizer.pad_token_id
-        ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
-        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
-        target = torch.tensor([t + [0] * (width - len(t)) for t in targets])
+        ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+        target = torch.tensor([[0] * (width - len(t)) + t for t in targets])
         return ids, mask, target
 
     def _sequence_logprobs(self, segments: Sequence[Segment]) -> torch.Tensor:
+        """Summed log-prob of each completion. Logits only for the completions' positions: full-vocabulary
+        logits over whole prompts (~900 tokens x 49k on Amazon) took 20+ GB for a few trajectory pairs.
+        Without gradients, rows go through in small chunks."""
+        if not torch.is_grad_enabled() and len(segments) > NO_GRAD_CHUNK:
+            return torch.cat([self._sequence_logprobs(segments[i:i + NO_GRAD_CHUNK])
+                              for i in range(0, len(segments), NO_GRAD_CHUNK)])
         ids, mask, target = self._encode(segments)
-        logits = self.model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-        token_logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-        return (token_logprobs * target[:, 1:]).sum(dim=-1)
+        keep = int(target.sum(dim=-1).max()) + 1  # the completions, and the position that predicts their first token
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding: positions count real tokens, as in generation
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                            logits_to_keep=keep).logits[:, :-1].float()
+        tail = ids.shape[1] - keep + 1
+        token_logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, tail:, None]).squeeze(-1)
+        return (token_logprobs * target[:, tail:]).sum(dim=-1)
 
     def logprobs(self, node: str, segments: Sequence[Segment]) -> torch.Tensor:
         """log pi_node(completion | prompt) per segment, with gradients into the node's adapter."""

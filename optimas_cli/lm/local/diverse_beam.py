@@ -151,7 +151,8 @@ class CausalLMScorer:
         ids = input_ids.repeat_interleave(rows_per_prompt, dim=0)
         # Left padding: positions count real tokens only, as generate computes them.
         positions = (self.mask.cumsum(-1) - 1).clamp(min=0)
-        out = model(input_ids=ids, attention_mask=self.mask, position_ids=positions, use_cache=True)
+        # logits of the last position only: all of them would be rows x prompt x vocabulary floats
+        out = model(input_ids=ids, attention_mask=self.mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         self.cache, self._first = out.cache, out.logits[:, -1]
 
     def first(self) -> torch.Tensor:
