@@ -14,7 +14,7 @@ from optimas_cli.conf import CONF_DIR
 from optimas_cli.errors import UserError
 from optimas_cli.flows.resume import ORIGINAL_CONFIG
 from optimas_cli.flows.validate import check_values
-from optimas_cli.stats import mean_ci
+from optimas_cli.stats import Interval, mean_ci
 from optimas_cli.system.caps import BudgetExhausted
 from optimas_cli.system.run_folder import RunFolder
 
@@ -91,7 +91,8 @@ def before_after_line(results: dict) -> str:
         return f"{ci.estimate:.4f} [{ci.low:.4f}, {ci.high:.4f}]"
 
     gain = results["test_gain"]
-    verdict = "a real change" if gain["ci_low"] > 0 or gain["ci_high"] < 0 else "not distinguishable from 0"
+    interval = Interval(gain["delta"], gain["ci_low"], gain["ci_high"])
+    verdict = "a real change" if interval.excludes_zero else "not distinguishable from 0"
     return (f"test {results['metric']}: initial {scored(results['test_initial'])} → {results['method']} "
             f"{scored(results['test'])} · paired gain {gain['delta']:+.4f} [{gain['ci_low']:+.4f}, "
             f"{gain['ci_high']:+.4f}] (95% CI, {verdict})")
