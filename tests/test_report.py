@@ -300,3 +300,62 @@ def test_optimas_delta_compares_the_default_run_not_the_best_variant():
     assert ours == ("optimas", "method.gate=strict") and base == ("unoptimized", "") and gain == pytest.approx(20.0)
     del summaries[("optimas", "method.gate=strict")]
     assert _improvement(summaries) == (None, None, None)  # no default run: no Δ, not the best variant's
+
+
+def traced_run(folder: Path, method: str, scores: list[float], **results) -> Run:
+    """A run folder holding only what the verdict tables read: results.json and test traces."""
+    TraceSink(folder / PREDICTIONS).write(
+        {"key": f"q{i}", "split": "test", "repeat": 0, "score": s, "output": {"answer": str(s)}}
+        for i, s in enumerate(scores))
+    data = {"pipeline": results.pop("pipeline", "p"), "method": method, "metric": "accuracy",
+            "test": {"mean": statistics.fmean(scores), "std": 0.0, "scores": [statistics.fmean(scores)], "n": len(scores)},
+            "ledger": {"runs": 1.0, "tokens": 0, "calls": 0}, "config": {"seed": results.pop("seed", 0)}, **results}
+    return Run(folder=folder, results=data)
+
+
+def test_verdicts_give_the_paired_gain_its_evidence_and_the_mean_per_baseline(tmp_path):
+    from optimas_cli.report.render import markdown
+    from optimas_cli.report.targets import gain_table, mean_table
+
+    base = [0.0] * 10 + [1.0] * 10
+    gate = {"rule": "strict", "delta": 0.1, "ci_low": 0.0, "ci_high": 0.2, "n": 10}
+    lrf = {"components": {"solver": {"pairs": {"collected": 7}, "n_pairs": 0},
+                          "analyst": {"pairs": {"collected": 0}, "n_pairs": 0}},
+           "mean_pairwise_accuracy": None}
+    runs = [
+        traced_run(tmp_path / "u", "unoptimized", base),
+        # two seeds that each fix 8 of the 10 failures: a gain the test set can tell from noise
+        *(traced_run(tmp_path / f"o{seed}", "optimas", [1.0] * 8 + [0.0] * 2 + [1.0] * 10, seed=seed, lrf=lrf,
+                     history=[{"iteration": 1, "component": "solver", "kind": "prompt", "accepted": True, "gate": gate},
+                              {"iteration": 2, "component": "analyst", "accepted": False}])
+          for seed in (0, 1)),
+        traced_run(tmp_path / "s", "single_llm", [1.0] * 20),
+        # a second pipeline where Optimas changes nothing
+        traced_run(tmp_path / "u2", "unoptimized", base, pipeline="q"),
+        traced_run(tmp_path / "o2", "optimas", base, pipeline="q", lrf=lrf, history=[]),
+    ]
+    gains = gain_table(runs, "src")
+    rows = {r[0]: r for r in gains.csv_rows}
+    assert rows["p"][1:6] == [2, pytest.approx(0.4), pytest.approx(0.2), pytest.approx(0.6), True]
+    assert rows["p"][6] == "solver=14 analyst=0" and rows["p"][8:10] == [4, 2]
+    assert rows["q"][2:6] == [0.0, 0.0, 0.0, False]
+    text = markdown(gains)
+    assert "solver prompt (seed 1, it. 1) +0.100 [+0.000, +0.200]" in text
+    assert "on 1 of 2 pipeline(s)" in text
+    means = {r[0]: r for r in mean_table(runs, "src").csv_rows}
+    # Optimas averages (0.9 + 0.5) / 2 over p and q against Unoptimized's 0.5, and 0.9 against Single LLM's 1.0 on p
+    assert means["unoptimized"][2:] == ["p q", 0.5, pytest.approx(0.7), True]
+    assert means["single_llm"][2:] == ["p", 1.0, pytest.approx(0.9), False]
+    assert "below 1 baseline(s): Single LLM" in markdown(mean_table(runs, "src"))
+
+
+def test_parse_failures_of_several_seeds_are_summed_into_one_line(tmp_path):
+    from optimas_cli.report.parse_failures import parse_failure_table
+
+    def counted(seed: int, count: int) -> Run:
+        return traced_run(tmp_path / f"r{seed}", "optimas", [1.0], seed=seed, parse_failures={
+            "solver": {"test": {"count": count, "executions": 60, "rate": count / 60}}})
+
+    table = parse_failure_table([counted(0, 3), counted(1, 0)], "src")
+    assert table.rows == [["p", "Optimas", "solver", "2", "2.50% (3)", "120"]]
+    assert [r[5] for r in table.csv_rows] == [3, 0]  # the CSV keeps a line per run

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from optimas_cli.errors import UserError
-from optimas_cli.report import paper_tables, plots
+from optimas_cli.report import paper_tables, plots, targets
 from optimas_cli.report.parse_failures import parse_failure_table
 from optimas_cli.report.render import markdown, write_csv
 from optimas_cli.report.runs import RunSet, load_runs
@@ -57,8 +57,9 @@ def write_report(found: RunSet, out: Path) -> str:
                + "; every run is listed in runs.csv.")
     made = [paper_tables.table2(runs, sources), paper_tables.table2_paired(runs, sources),
             paper_tables.table3(runs, sources), paper_tables.table4(runs, sources)]
-    failures = parse_failure_table(runs, sources)
-    made += [failures] if failures is not None else []
+    optional = [targets.gain_table(runs, sources), targets.mean_table(runs, sources),
+                parse_failure_table(runs, sources)]
+    made += [table for table in optional if table is not None]
     for table in made:
         write_csv(out / f"{table.name}.csv", table.csv_headers, table.csv_rows)
     write_csv(out / "table4_components.csv", *paper_tables.component_rows(runs))

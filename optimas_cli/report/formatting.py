@@ -14,6 +14,7 @@ class Table:
     bold: set[tuple[int, int]] = field(default_factory=set)   # (row, column) cells to emphasize
     left: int = 1                  # leading text columns, aligned left; the numbers align right
     footnote: str = ""
+    summary: str = ""              # a verdict line shown under the table, above the footnote
     csv_headers: list[str] = field(default_factory=list)
     csv_rows: list[list] = field(default_factory=list)        # unrounded values, one row per group
 

@@ -3,6 +3,8 @@ could not parse (results.json `parse_failures`), so a weak LM's unreadable repli
 its score instead of hiding behind each parser's fallback."""
 from __future__ import annotations
 
+from collections import defaultdict
+
 from optimas_cli.report.formatting import Table, percent
 from optimas_cli.report.paper_tables import method_key, method_label
 from optimas_cli.report.runs import Run
@@ -15,17 +17,25 @@ def parse_failure_table(runs: list[Run], sources: str) -> Table | None:
     if not counted:
         return None
     table = Table("parse_failures", "Parse failures on the test split (share of the component's outputs)",
-                  ["Pipeline", "Method", "Component", "Failed", "Outputs"], left=3,
+                  ["Pipeline", "Method", "Component", "Runs", "Failed", "Outputs"], left=3,
                   csv_headers=["pipeline", "method", "variant", "folder", "component", "failures", "outputs", "rate"])
+    # Seeds of one pipeline x method are summed into one line; the CSV keeps a line per run.
+    totals: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
     for run in sorted(counted, key=lambda r: (r.pipeline, method_key(r.method, r.variant), str(r.folder))):
         for component, phases in sorted(run.results["parse_failures"].items()):
             test = phases.get(PHASE)
             if not test or not test["executions"]:
                 continue
-            table.rows.append([run.pipeline, method_label(run.method, run.variant), component,
-                               f"{percent(test['rate'])} ({test['count']:,})", f"{test['executions']:,}"])
+            total = totals[(run.pipeline, run.method, run.variant, component)]
+            total[0] += 1
+            total[1] += test["count"]
+            total[2] += test["executions"]
             table.csv_rows.append([run.pipeline, run.method, run.variant, str(run.folder), component,
                                    test["count"], test["executions"], test["rate"]])
-    table.footnote = ("Outputs: the component's test executions (all repeats). A failed output is replaced by "
-                      f"its parser's fallback (the input, an empty answer, the default label). {sources}")
+    for (pipeline, method, variant, component), (n, failed, outputs) in totals.items():
+        table.rows.append([pipeline, method_label(method, variant), component, str(n),
+                           f"{percent(failed / outputs)} ({failed:,})", f"{outputs:,}"])
+    table.footnote = ("Outputs: the component's test executions (all repeats, summed over the runs). A failed output "
+                      "is replaced by its parser's fallback (the input, an empty answer, the default label). "
+                      f"{sources}")
     return table

@@ -19,6 +19,8 @@ def markdown(table: Table) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     if not table.rows:
         lines.append("| " + " | ".join(["(no runs)"] + [""] * (len(table.headers) - 1)) + " |")
+    if table.summary:
+        lines += ["", table.summary]
     lines += ["", f"<sub>{table.footnote}</sub>", ""]
     return "\n".join(lines)
 

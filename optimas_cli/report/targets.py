@@ -1,0 +1,138 @@
+"""Does Optimas beat the baselines? Two verdicts from the runs, each with the evidence a reader needs
+when the answer is no: pairs collected per component, the LRFs' test accuracy, and every accepted
+update with the validation delta its gate saw.
+
+Only the default Optimas runs count (every method setting at conf/method/optimas.yaml's value), as in
+Table 2's Δ, so a verdict is never the best of several variants.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+from optimas_cli.report.evidence import BASELINE, cell_evidence
+from optimas_cli.report.formatting import Table, number, percent
+from optimas_cli.report.paper_tables import BASELINES, _is_default, method_key, method_label, test_summary
+from optimas_cli.report.runs import Run
+
+OPTIMAS = "optimas"
+
+
+def _cells(runs: list[Run]) -> dict[tuple, list[Run]]:
+    cells: dict[tuple, list[Run]] = defaultdict(list)
+    for run in runs:
+        if run.kind == "run" and (run.method != OPTIMAS or _is_default(run.variant)):
+            cells[(run.pipeline, run.method, run.variant)].append(run)
+    return cells
+
+
+def _optimas_cell(cells: dict[tuple, list[Run]], pipeline: str) -> list[Run]:
+    return [r for (p, m, _), members in cells.items() if p == pipeline and m == OPTIMAS for r in members]
+
+
+def gain_table(runs: list[Run], sources: str) -> Table | None:
+    """Per pipeline: Optimas' paired gain over Unoptimized, and why it is what it is."""
+    cells = _cells(runs)
+    pipelines = sorted({p for p, m, _ in cells if m == OPTIMAS})
+    if not pipelines:
+        return None
+    table = Table("optimas_gain", "Does Optimas beat Unoptimized? (paired, on the same test examples)",
+                  ["Pipeline", "Optimas runs", "Δ vs Unoptimized [95% CI]", "Gain shown", "Pairs per component",
+                   "LRF test accuracy", "Accepted updates (validation Δ [CI])"], left=2,
+                  csv_headers=["pipeline", "runs", "delta", "delta_low", "delta_high", "gain_shown", "pairs",
+                               "lrf_accuracy", "proposals", "accepted", "accepted_detail"])
+    shown = 0
+    for pipeline in pipelines:
+        ours = _optimas_cell(cells, pipeline)
+        base = [r for (p, m, _), members in cells.items() if p == pipeline and m == BASELINE for r in members]
+        paired = cell_evidence(ours, base).paired if base else None
+        gain = paired is not None and paired.low > 0
+        shown += gain
+        pairs = pairs_per_component(ours)
+        accuracy = [float(a) for r in ours if (a := (r.results.get("lrf") or {}).get("mean_pairwise_accuracy"))
+                    is not None]
+        proposals, accepted = updates(ours)
+        table.rows.append([
+            pipeline, str(len(ours)),
+            "n/a (no Unoptimized run with traces)" if paired is None
+            else f"{paired.estimate:+.4f} [{paired.low:+.4f}, {paired.high:+.4f}]",
+            "yes" if gain else "no",
+            ", ".join(f"{c} {n}" for c, n in pairs.items()) or "none collected",
+            percent(statistics.fmean(accuracy)) if accuracy else "n/a (no component had a test split)",
+            f"{len(accepted)} of {proposals}" + (": " + "; ".join(accepted) if accepted else ""),
+        ])
+        table.csv_rows.append([pipeline, len(ours), *((paired.estimate, paired.low, paired.high) if paired
+                                                      else (None,) * 3), gain,
+                               " ".join(f"{c}={n}" for c, n in pairs.items()),
+                               statistics.fmean(accuracy) if accuracy else None, proposals, len(accepted),
+                               " | ".join(accepted)])
+    table.summary = (f"**Optimas above Unoptimized with a paired 95% CI above 0 on {shown} of {len(pipelines)} "
+                     f"pipeline(s).**")
+    table.footnote = (
+        "Δ: Optimas' per-example test score minus Unoptimized's on the same examples (seeds averaged per example), "
+        "paired bootstrap; Gain shown: the CI lies above 0. Pairs per component: preference pairs collected, "
+        "summed over the runs (a component whose candidates all tie under the global reward gets none, and its "
+        "LRF learns nothing). LRF test accuracy: mean over runs of the components' pairwise accuracy on held-out "
+        "pairs (Table 4). Accepted updates: of the proposals the local optimizers made, those the validation gate "
+        f"accepted, each with its paired validation Δ per example and CI. {sources}"
+    )
+    return table
+
+
+def pairs_per_component(members: list[Run]) -> dict[str, int]:
+    """Preference pairs collected per component, summed over the runs (LRF collection and adaptation)."""
+    total: dict[str, int] = defaultdict(int)
+    for run in members:
+        for name, info in ((run.results.get("lrf") or {}).get("components") or {}).items():
+            counts = info.get("pairs") or {}
+            total[name] += int(counts.get("collected", info.get("n_pairs", 0)))
+    return dict(total)
+
+
+def updates(members: list[Run]) -> tuple[int, list[str]]:
+    """How many updates were proposed, and a line per accepted one: component, kind, validation Δ [CI]."""
+    proposals, accepted = 0, []
+    for run in members:
+        for entry in run.results.get("history") or []:
+            proposals += 1
+            if not entry.get("accepted"):
+                continue
+            gate = entry.get("gate") or {}
+            delta = (f"{gate['delta']:+.3f} [{gate['ci_low']:+.3f}, {gate['ci_high']:+.3f}]"
+                     if {"delta", "ci_low", "ci_high"} <= gate.keys() else "no gate record")
+            seed = (run.results.get("config") or {}).get("seed")
+            accepted.append(f"{entry.get('component')} {entry.get('kind', '')}".strip()
+                            + f" (seed {seed}, it. {entry.get('iteration')}) {delta}")
+    return proposals, accepted
+
+
+def mean_table(runs: list[Run], sources: str) -> Table | None:
+    """Optimas' mean against each baseline's, averaged over the pipelines both ran."""
+    cells = _cells(runs)
+    means = {key: test_summary(members).mean for key, members in cells.items()}
+    ours = {k[0]: mean for k, mean in means.items() if k[1] == OPTIMAS}
+    columns = sorted({(m, v) for _, m, v in cells if m in BASELINES}, key=lambda c: method_key(*c))
+    if not ours or not columns:
+        return None
+    table = Table("optimas_vs_baselines", "Optimas against each baseline, averaged over the pipelines both ran",
+                  ["Baseline", "Pipelines", "Baseline mean", "Optimas mean", "Optimas at least as good"], left=2,
+                  csv_headers=["method", "variant", "pipelines", "baseline_mean", "optimas_mean", "optimas_at_least"])
+    behind = []
+    for method, variant in columns:
+        shared = sorted(p for p in ours if (p, method, variant) in means)
+        if not shared:
+            continue
+        theirs = statistics.fmean(means[(p, method, variant)] for p in shared)
+        mine = statistics.fmean(ours[p] for p in shared)
+        ok = mine >= theirs - 1e-9  # means of equal scores may differ in the last bit
+        if not ok:
+            behind.append(method_label(method, variant))
+        table.rows.append([method_label(method, variant), ", ".join(shared), number(theirs), number(mine),
+                           "yes" if ok else "no"])
+        table.csv_rows.append([method, variant, " ".join(shared), theirs, mine, ok])
+    table.summary = ("**Optimas' mean is at least every baseline's.**" if not behind else
+                     f"**Optimas' mean is below {len(behind)} baseline(s): {', '.join(behind)}.**")
+    table.footnote = ("Each mean: the test scores of the pipelines listed (seeds averaged first), averaged with "
+                      "equal weight per pipeline, so a baseline run on fewer pipelines is compared on those "
+                      f"only. Metrics differ between pipelines (F1, accuracy); compare within a row. {sources}")
+    return table
