@@ -60,7 +60,7 @@ def _lora_tensors(folder) -> dict[str, torch.Tensor]:
     return load_file(f"{folder}/adapter_model.safetensors")
 
 
-def test_grpo_steps_train_a_fresh_adapter_then_continue_it(tiny_model, tiny_lm, tmp_path):
+def test_grpo_steps_train_a_fresh_adapter_then_continue_it(tiny_model, tiny_lm, tmp_path, capsys):
     component, lrf = Reviewer(tiny_model), LetterReward()
     ctx = RunContext(ledger=RunLedger(1), lm=tiny_lm, phase="local_optimization", seed=3)
     cfg = {"weights": {**SETTINGS, "work_dir": str(tmp_path / "adapters")}}
@@ -71,6 +71,7 @@ def test_grpo_steps_train_a_fresh_adapter_then_continue_it(tiny_model, tiny_lm, 
     assert lora_b and any(t.abs().sum() > 0 for t in lora_b), "LoRA B starts at zero; a GRPO step must move it"
     log = json.loads(open(f"{first.value}/optimas_adapter.json").read())
     assert log["algorithm"] == "GRPO" and len(log["train_rewards"]) == 2
+    assert "'reward'" not in capsys.readouterr().out  # per-step log dicts are kept, not printed
     assert first.local_score is not None and first.baseline_score is not None
     # GRPO's generations (steps x prompts_per_step x num_generations), then current vs new on the search inputs
     assert ctx.ledger.executions["local_optimization"]["reviewer"] == 2 * 1 * 4 + 2 * len(SEARCH)

@@ -93,6 +93,7 @@ def train_adapter(
     from datasets import Dataset
     from peft import LoraConfig, PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     num_generations = cfg.num_generations
@@ -152,6 +153,9 @@ def train_adapter(
         processing_class=tokenizer,
         peft_config=peft_config,
     )
+    # With tqdm off, transformers prints every step's log dict to stdout over our progress bars; the
+    # same numbers stay in trainer.state.log_history, which is what we keep.
+    trainer.remove_callback(PrinterCallback)
     started = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - started
