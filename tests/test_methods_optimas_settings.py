@@ -55,3 +55,21 @@ def test_a_mistyped_optimizer_key_fails_before_anything_is_spent(tmp_path):
         LoopSettings.from_budget(budget, "uniform", {"weigths": {}}, 0, str(tmp_path))
     settings = LoopSettings.from_budget(budget, "uniform", {"weights": {"steps": "2"}}, 7, str(tmp_path))
     assert settings.optimizer["weights"].steps == 2 and settings.optimizer["choice"].seed == 7
+
+
+def test_a_stage1_without_pairs_ends_with_the_system_unchanged_and_says_why(tmp_path):
+    import json
+
+    from optimas_cli.cli import main
+
+    # an epsilon above any reward gap: every pair of candidates is a tie
+    assert main(["run", "pipeline=toy_retriever", "method=optimas", "budget=smoke", "lrf.collect.epsilon=10",
+                 f"hydra.run.dir={tmp_path / 'run'}"]) == 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert "no preference pairs" in results["no_pairs"] and results["history"] == []
+    assert results["test"]["per_example"] == results["test_initial"]["per_example"]
+    assert results["test_gain"]["delta"] == 0.0
+    components = results["lrf"]["components"]
+    assert components and all(c["pairs"]["collected"] == 0 and c["pairwise_accuracy"] is None
+                              for c in components.values())
+    assert any(c["pairs"]["tied"] > 0 for c in components.values())

@@ -159,6 +159,15 @@ def train_initial_lrf(
     return model, report
 
 
+def no_pairs_report(folder: RunFolder) -> dict:
+    """The `lrf` block of a run whose Stage 1 collected no pair: per component its ties, no accuracy."""
+    counts = pair_counts([], PairSplit(), [], folder.read_json("collect_stats.json", {}))
+    report = alignment_report({"per_component": {}, "mean": None}, None, counts)
+    report.update(measured_on="test", n_pairs=0, n_train_pairs=0, n_dev_pairs=0, n_test_pairs=0,
+                  n_indistinguishable=0)
+    return report
+
+
 def make_buffer(lrf_cfg: Mapping, seed: int) -> ReplayBuffer:
     b = dict(lrf_cfg.get("buffer") or {})
     return ReplayBuffer(int(b.get("capacity_per_component", 500)), float(b.get("mix_ratio", 0.5)), seed)

@@ -8,7 +8,14 @@ from rich.console import Console
 
 from optimas_cli.errors import UserError
 from optimas_cli.lrf.collect import optimizable_components
-from optimas_cli.lrf.stage import LRF_DIR, Stage2, collect_initial_pairs, make_buffer, train_initial_lrf
+from optimas_cli.lrf.stage import (
+    LRF_DIR,
+    Stage2,
+    collect_initial_pairs,
+    make_buffer,
+    no_pairs_report,
+    train_initial_lrf,
+)
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
 from optimas_cli.system.budget import Budget
@@ -45,6 +52,8 @@ class Optimas(Method):
         # (checked before anything is spent: a mistyped optimizer key or gate fails here)
         console.print("[bold]stage 1[/] · collecting preference pairs")
         pairs = collect_initial_pairs(pipeline, system.default_config(), splits.train, ctx, folder, self.lrf_cfg, console)
+        if not pairs:
+            return self._unchanged(system, folder)
         buffer = make_buffer(self.lrf_cfg, self.seed)
         console.print(f"[bold]stage 1[/] · training local rewards on {len(pairs)} pairs")
         lrf, report = train_initial_lrf(pipeline, pairs, ctx, folder, self.lrf_cfg, buffer)
@@ -72,6 +81,18 @@ class Optimas(Method):
         config, history = loop.run()
         return MethodOutcome(config=config, lrf=lrf, history=history,
                              extras={"lrf": report, "adaptations": adapt.adaptations})
+
+    def _unchanged(self, system, folder) -> MethodOutcome:
+        """No pair at all: every candidate of every component earned the same global reward on the
+        training inputs. There is no local reward to learn, so the run ends with the system as it was
+        (and is still evaluated, so Table 2 shows what the method did: nothing, at its cost)."""
+        note = ("stage 1 collected no preference pairs (each component's candidates tied under the global "
+                "reward on every training input): no local reward to learn, the system is left unchanged; "
+                "more training inputs (budget.train_size) or candidates (lrf.collect.num_candidates) may find some")
+        self.console.print(f"[yellow]{note}[/]")
+        log.warning(note)
+        return MethodOutcome(config=system.default_config(),
+                             extras={"lrf": no_pairs_report(folder), "adaptations": [], "no_pairs": note})
 
     def _fresh_pool(self, pipeline, splits) -> list[dict]:
         if self.stage2_pool == "beyond_train":
