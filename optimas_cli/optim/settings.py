@@ -26,9 +26,8 @@ class WeightsSettings:
     """GRPO on the component's LoRA adapter (see optim/weights.py)."""
 
     work_dir: str | None = None          # adapters are saved in fresh folders under it (the loop sets it)
-    # CPU-sized: on 2 cores with SmolLM2-135M on Amazon, ~20 s of GRPO per proposal and runs under 5.1 GB
-    # (3 steps x 2 prompts x 4 generations x 64 tokens took ~100 s and 13.7 GB); a GPU run can afford
-    # more. One home for every method that uses this optimizer, so Table 2 compares the scoring.
+    # The same CPU-sized values as conf/optimizer/default.yaml (every run gets those; these serve code that
+    # builds the settings without Hydra).
     steps: int = 2
     prompts_per_step: int = 1
     num_generations: int = 2
