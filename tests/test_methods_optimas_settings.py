@@ -74,15 +74,3 @@ def test_a_stage1_without_pairs_ends_with_the_system_unchanged_and_says_why(tmp_
                               for c in components.values())
     assert any(c["pairs"]["tied"] > 0 for c in components.values())
 
-
-def test_every_method_with_the_local_optimizers_gets_the_same_optimizer_settings():
-    from optimas_cli.optim.loop import LoopSettings
-
-    def settings(method: str):
-        cfg = composed(f"method={method}")
-        built = build_method(cfg, build_budget(cfg))
-        return LoopSettings.from_budget(built.budget, built.scheduler, built.optimizer, 0, "adapters").optimizer
-
-    reference = settings("optimas")
-    for method in ("optimas_no_adapt", "global_reward", "hbc"):
-        assert settings(method) == reference, method

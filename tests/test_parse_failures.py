@@ -74,5 +74,5 @@ def test_results_carry_rates_for_prompt_components_and_the_report_shows_them(tmp
 
     run = Run(tmp_path, {"pipeline": "hotpotqa", "method": "optimas", "parse_failures": rates})
     table = parse_failure_table([run], "src")
-    assert table.rows == [["hotpotqa", "Optimas", "answer_generator", "75.00% (3)", "4"]]
+    assert table.rows == [["hotpotqa", "Optimas", "answer_generator", "1", "75.00% (3)", "4"]]
     assert parse_failure_table([Run(tmp_path, {"pipeline": "x", "method": "y"})], "src") is None

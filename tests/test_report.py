@@ -359,3 +359,10 @@ def test_parse_failures_of_several_seeds_are_summed_into_one_line(tmp_path):
     table = parse_failure_table([counted(0, 3), counted(1, 0)], "src")
     assert table.rows == [["p", "Optimas", "solver", "2", "2.50% (3)", "120"]]
     assert [r[5] for r in table.csv_rows] == [3, 0]  # the CSV keeps a line per run
+
+
+def test_a_variant_showing_the_shared_optimizer_defaults_is_the_default_run():
+    from optimas_cli.report.paper_tables import _is_default
+
+    assert _is_default("method.optimizer.weights.steps=2, method.gate=strict")
+    assert not _is_default("method.optimizer.weights.steps=4")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import lru_cache
 
 from optimas_cli.report.evidence import BASELINE, CellEvidence, cell_evidence
 from optimas_cli.report.formatting import Summary, Table, compact, number, percent, with_count
@@ -170,20 +171,30 @@ def _improvement(summaries: dict[tuple, Summary]):
 
 def _is_default(variant: str) -> bool:
     """Whether an Optimas variant label ('method.gate=strict, budget=small', '' for a lone run) names the
-    default run: every method.* setting it shows has conf/method/optimas.yaml's value (the paper's
+    default run: every method.* setting it shows has the value `method=optimas` composes to (the paper's
     method), so Table 2's Δ never reports the best of several variants."""
     if not variant:
         return True
     from omegaconf import OmegaConf
 
-    from optimas_cli.conf import CONF_DIR
-
-    defaults = OmegaConf.load(CONF_DIR / "method" / "optimas.yaml")
+    defaults = _optimas_defaults()
     for part in variant.split(", "):
         key, _, value = part.partition("=")
         if key.startswith("method.") and str(OmegaConf.select(defaults, key[len("method."):])) != value:
             return False
     return True
+
+
+@lru_cache(maxsize=1)
+def _optimas_defaults():
+    """The method node of `optimas run method=optimas`, composed as the runner does (its defaults list
+    pulls in conf/optimizer/default.yaml)."""
+    from hydra import compose, initialize_config_dir
+
+    from optimas_cli.conf import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=["method=optimas"]).method
 
 
 def optimization_runs(ledger: dict, count: str = "runs") -> float | None:
