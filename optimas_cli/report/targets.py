@@ -2,8 +2,8 @@
 when the answer is no: pairs collected per component, the LRFs' test accuracy, and every accepted
 update with the validation delta its gate saw.
 
-Only the default Optimas runs count (every method setting at conf/method/optimas.yaml's value), as in
-Table 2's Δ, so a verdict is never the best of several variants.
+Only the default Optimas runs count (every method setting at the value `method=optimas` composes to),
+as in Table 2's Δ, so a verdict is never the best of several variants.
 """
 from __future__ import annotations
 
@@ -12,22 +12,27 @@ from collections import defaultdict
 
 from optimas_cli.report.evidence import BASELINE, cell_evidence
 from optimas_cli.report.formatting import Table, number, percent
-from optimas_cli.report.paper_tables import BASELINES, _is_default, method_key, method_label, test_summary
+from optimas_cli.report.paper_tables import (
+    BASELINES,
+    _group,
+    _is_default,
+    method_key,
+    method_label,
+    test_summary,
+)
 from optimas_cli.report.runs import Run
 
 OPTIMAS = "optimas"
 
 
 def _cells(runs: list[Run]) -> dict[tuple, list[Run]]:
-    cells: dict[tuple, list[Run]] = defaultdict(list)
-    for run in runs:
-        if run.kind == "run" and (run.method != OPTIMAS or _is_default(run.variant)):
-            cells[(run.pipeline, run.method, run.variant)].append(run)
-    return cells
+    kept = [r for r in runs if r.kind == "run" and (r.method != OPTIMAS or _is_default(r.variant))]
+    return _group(kept, lambda r: (r.pipeline, r.method, r.variant))
 
 
-def _optimas_cell(cells: dict[tuple, list[Run]], pipeline: str) -> list[Run]:
-    return [r for (p, m, _), members in cells.items() if p == pipeline and m == OPTIMAS for r in members]
+def _members(cells: dict[tuple, list[Run]], pipeline: str, method: str) -> list[Run]:
+    """The pipeline's runs of one method, whatever their variant label."""
+    return [r for (p, m, _), members in cells.items() if p == pipeline and m == method for r in members]
 
 
 def gain_table(runs: list[Run], sources: str) -> Table | None:
@@ -43,8 +48,7 @@ def gain_table(runs: list[Run], sources: str) -> Table | None:
                                "lrf_accuracy", "proposals", "accepted", "accepted_detail"])
     shown = 0
     for pipeline in pipelines:
-        ours = _optimas_cell(cells, pipeline)
-        base = [r for (p, m, _), members in cells.items() if p == pipeline and m == BASELINE for r in members]
+        ours, base = _members(cells, pipeline, OPTIMAS), _members(cells, pipeline, BASELINE)
         paired = cell_evidence(ours, base).paired if base else None
         gain = paired is not None and paired.low > 0
         shown += gain
