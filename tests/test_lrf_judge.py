@@ -79,13 +79,34 @@ def test_pairwise_accuracy_is_per_component_with_a_macro_mean_and_ties_count_as_
     counts = {"gen": {"collected": 9, "trained": 5, "test": 4}, "picker": {"collected": 3, "trained": 3, "test": 0}}
     report = alignment_report(acc, judge, counts, {"picker": "3 pairs, fewer than the 20 a test split needs"})
     assert report["components"]["gen"] == {"pairwise_accuracy": 1.0, "judge_accuracy": 0.5, "judge_parse_rate": 0.75,
-                                           "n_pairs": 4, "judge_unparsable": 1, "pairs": counts["gen"]}
+                                           "n_pairs": 4, "judge_unparsable": 1, "pairs": counts["gen"],
+                                           "pairwise_accuracy_distinguishable": 1.0,
+                                           "judge_accuracy_distinguishable": None, "n_distinguishable": 4}
     assert report["components"]["router"]["judge_accuracy"] is None
     # a component without a test split reads n/a with its reason, never an accuracy on training pairs
     assert report["components"]["picker"] == {"pairwise_accuracy": None, "judge_accuracy": None,
                                               "judge_parse_rate": None, "n_pairs": 0, "pairs": counts["picker"],
+                                              "pairwise_accuracy_distinguishable": None,
+                                              "judge_accuracy_distinguishable": None, "n_distinguishable": 0,
                                               "no_test": "3 pairs, fewer than the 20 a test split needs"}
     assert (report["mean_pairwise_accuracy"], report["mean_judge_accuracy"]) == (0.5, 0.5)
     assert report["judge_parse_rate"] == 0.75
     empty = alignment_report(acc, None, {"picker": {"collected": 0}})["components"]["picker"]
     assert empty["no_test"].startswith("no pairs collected")
+
+
+def test_indistinguishable_test_pairs_are_ties_in_both_headlines_and_left_out_only_of_the_figure_beside():
+    # Before: they were dropped from the denominator, so 4 right of 4 read 100% for the LRF.
+    right = keyword_pairs("gen", 4, "well cited")  # the LRF ranks these right
+    alike = [PreferencePair("gen", {"question": f"q{i}"}, {"answer": "x"}, {"answer": "x "}, 1.0, 0.0) for i in range(4)]
+    acc = pairwise_accuracy(LengthReward(), right + alike, indistinguishable=alike)
+    assert acc["per_component"]["gen"] == {"accuracy": (4 + 0.5 * 4) / 8, "n": 8}
+    assert acc["distinguishable"]["per_component"]["gen"] == {"accuracy": 1.0, "n": 4}
+    always_a = judge_accuracy(ScriptedLM("A"), right + alike, [], k=0, seed=0, indistinguishable=alike)
+    assert always_a["n"] == 8 and always_a["distinguishable"]["n"] == 4  # the judge reads all 8
+    report = alignment_report(acc, always_a)
+    gen = report["components"]["gen"]
+    assert (gen["pairwise_accuracy"], gen["pairwise_accuracy_distinguishable"]) == (0.75, 1.0)
+    assert (gen["n_pairs"], gen["n_distinguishable"]) == (8, 4)
+    assert gen["judge_accuracy_distinguishable"] == always_a["distinguishable"]["mean"]
+    assert report["mean_pairwise_accuracy"] == 0.75 and report["mean_pairwise_accuracy_distinguishable"] == 1.0

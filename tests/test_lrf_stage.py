@@ -73,3 +73,20 @@ def test_alignment_is_measured_on_test_pairs_never_used_to_pick_the_epoch(tmp_pa
     assert picker["pairs"] == {"collected": 6, "trained": 6, "dev": 0, "test": 0, "indistinguishable": 0, "tied": 1}
     assert report["mean_pairwise_accuracy"] == gen["pairwise_accuracy"]  # the mean is over measured components
     assert folder.read_json(REPORT_FILE) == report
+
+
+def test_indistinguishable_pairs_of_test_inputs_stay_in_the_test_split_as_ties(tmp_path, lrf_cfg):
+    # Every input has one distinguishable pair and one that renders alike (a list vs its text).
+    pairs = gen_pairs()[::2] + [PreferencePair("gen", {"question": f"alpha {i}"}, {"answer": ["red"]},
+                                               {"answer": "- red"}, 1.0, 0.0) for i in range(30)]
+    ctx = RunContext(ledger=RunLedger(2), lm=None)
+    model, report = train_initial_lrf(pipeline(), pairs, ctx, RunFolder(tmp_path), lrf_cfg)
+    split, hidden = split_pairs(model, pairs, lrf_cfg, TrainConfig.from_mapping(lrf_cfg["train"]))
+    assert len(hidden) == 30 and not {id(p) for p in hidden} & {id(p) for p in split.train + split.dev}
+    test_ties = [p for p in split.test if any(p is h for h in hidden)]
+    assert test_ties and len(test_ties) * 2 == len(split.test)  # one of each per test input
+    gen = report["components"]["gen"]
+    seen = pairwise_accuracy(model, [p for p in split.test if not any(p is h for h in hidden)])["mean"]
+    assert gen["n_pairs"] == len(split.test) and gen["n_distinguishable"] == len(split.test) // 2
+    assert gen["pairwise_accuracy_distinguishable"] == pytest.approx(seen)
+    assert gen["pairwise_accuracy"] == pytest.approx((seen + 0.5) / 2)

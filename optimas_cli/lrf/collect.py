@@ -12,7 +12,8 @@ The downstream runs decode at `downstream_temperature` (None: the run's own temp
 system is evaluated at). Repeat r uses sample index `ctx.sample_index + r`, so at a temperature above
 0 every repeat is its own seeded sample (and its own call-cache row). When nothing downstream can
 vary at that temperature (greedy decoding, no component with randomness of its own), repeats could
-only replay the first run: the candidates run downstream once and are charged once. Likewise a
+only replay the first run: the candidates run downstream once. The paper's accounting charges every
+candidate drawn and its first downstream run (system/ledger.py), whether or not it formed a pair. Likewise a
 candidate temperature of 0 draws one sample, not `num_candidates` copies of it.
 """
 from __future__ import annotations
@@ -172,8 +173,9 @@ def collect_pairs(
         outs = [candidates[a][j] for a in rows]
         for rep in range(repeats):
             finished = system.run_after(
-                component_name, base, outs, config, down_ctx.replace(sample_index=ctx.sample_index + rep)
-            )
+                component_name, base, outs, config,
+                down_ctx.replace(sample_index=ctx.sample_index + rep, charged=ctx.charged and rep == 0),
+            )  # the paper charges each candidate's downstream run once; its repeats are executed only
             rewards = score.many([t.example for t in finished], [t.final(system.outputs) for t in finished])
             for a, reward in zip(rows, rewards, strict=True):
                 scores[a][j].append(reward)

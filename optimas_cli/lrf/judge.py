@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from optimas_cli.lm.types import LMRequest
-from optimas_cli.lrf.metrics import summarize_correct
+from optimas_cli.lrf.metrics import with_distinguishable
 from optimas_cli.lrf.pairs import PreferencePair, by_component
 from optimas_cli.lrf.text import ComponentInfo, component_info
 
@@ -97,15 +97,19 @@ def judge_accuracy(
     model: str | None = None,
     max_chars: int = 400,
     max_tokens: int = 8,
+    indistinguishable: Collection[PreferencePair] = (),
 ) -> dict:
-    """Judge accuracy on `pairs`, per component and mean, with unparsable answers counted as ties.
+    """Judge accuracy on `pairs`, per component and mean, with unparsable answers counted as ties;
+    `distinguishable` beside it: the same without the pairs the reward model cannot tell apart
+    (`indistinguishable`; the judge reads them like any other, so both scorers face the same pairs).
 
     `lm` has `.complete(list[LMRequest], component) -> list[LMResponse]` (optimas_cli.lm's client).
     In-context examples come from `examples` (the training pairs) of the same component.
     """
     rng = random.Random(seed)
     train = by_component(examples)
-    names, correct, unparsable = [], [], {}
+    ties = {id(p) for p in indistinguishable}
+    names, correct, seen, unparsable = [], [], [], {}
     for name, group in by_component(pairs).items():
         info = component_info(name, (components or {}).get(name, ""))
         shots = _shots(train.get(name, []), k, rng)
@@ -117,12 +121,13 @@ def judge_accuracy(
         ]
         responses = lm.complete(requests, component=JUDGE_COMPONENT)
         unparsable[name] = 0
+        seen += [id(p) not in ties for p in group]
         for resp, cf in zip(responses, chosen_first, strict=True):
             verdict = parse_verdict(resp.texts[0] if resp.texts else "")
             unparsable[name] += verdict is None
             names.append(name)
             correct.append(0.5 if verdict is None else float(verdict == ("A" if cf else "B")))
-    summary = summarize_correct(names, correct)
+    summary = with_distinguishable(names, correct, seen)
     for name, v in summary["per_component"].items():
         v["unparsable"] = unparsable[name]
         v["parse_rate"] = 1 - unparsable[name] / v["n"]

@@ -97,11 +97,15 @@ def train_config(lrf_cfg: Mapping, n_train_pairs: int) -> TrainConfig:
 
 def split_pairs(model: LocalRewardModel, pairs: Sequence[PreferencePair], lrf_cfg: Mapping,
                 cfg: TrainConfig) -> tuple[PairSplit, list[PreferencePair]]:
-    """(the seeded train/dev/test split of the distinguishable pairs, the indistinguishable ones)."""
-    seen, hidden = distinguishable(model, pairs)
-    split = split_by_input(seen, cfg.dev_fraction, cfg.test_fraction, cfg.seed,
+    """(the seeded split by input of every pair, the indistinguishable ones). Those never train and
+    never stop training early, but stay in the test split: held-out pairs, ties for the reward model."""
+    _, hidden = distinguishable(model, pairs)
+    split = split_by_input(pairs, cfg.dev_fraction, cfg.test_fraction, cfg.seed,
                            min_test_pairs=int(lrf_cfg.get("min_test_pairs", 0) or 0),
                            train_fraction=float(lrf_cfg.get("train_fraction", 1.0) or 1.0))
+    ties = {id(p) for p in hidden}
+    split.train = [p for p in split.train if id(p) not in ties]
+    split.dev = [p for p in split.dev if id(p) not in ties]
     return split, hidden
 
 
@@ -139,14 +143,14 @@ def train_initial_lrf(
     split, hidden = split_pairs(model, pairs, lrf_cfg, cfg)
     with ctx.ledger.timed("lrf_training"), ctx.ledger.computing("lrf_training"):
         stage1 = train_stage1(model, split.train, train_config(lrf_cfg, len(split.train)), dev=split.dev, buffer=buffer)
-    accuracy = pairwise_accuracy(model, split.test)
+    accuracy = pairwise_accuracy(model, split.test, indistinguishable=hidden)
     judge = None
     judge_cfg = dict(lrf_cfg.get("judge") or {})
     if judge_cfg.get("enabled", True) and split.test and ctx.lm is not None:
         with ctx.ledger.timed("lrf_judge"):
             judge = judge_accuracy(ctx.lm, split.test, examples=split.train, k=int(judge_cfg.get("k", 8)),
                                    components=component_infos(pipeline.system), seed=int(lrf_cfg.get("seed", 0) or 0),
-                                   max_chars=int(judge_cfg.get("max_chars", 400)))
+                                   max_chars=int(judge_cfg.get("max_chars", 400)), indistinguishable=hidden)
     counts = pair_counts(pairs, split, hidden, folder.read_json("collect_stats.json", {}))
     report = alignment_report(accuracy, judge, counts, split.no_test)
     report.update(measured_on="test", n_pairs=len(pairs), n_train_pairs=len(split.train),

@@ -72,7 +72,7 @@ def score_value(
         raise ValueError(f"component {component.name!r}: local optimization needs at least one search input")
     outputs = component.execute(list(inputs), value, ctx)
     ctx.ledger.record(component.name, len(inputs), ctx.phase, values_run=component.values_per_input(value),
-                      local_scoring=True)
+                      charged=False)
     scores = [float(s) for s in lrf.score(component.name, list(inputs), outputs)]
     if len(scores) != len(inputs):
         raise RuntimeError(f"the local reward of {component.name!r} returned {len(scores)} scores for {len(inputs)} inputs")

@@ -174,13 +174,15 @@ class OptimasLoop:
             )
             if proposal.value != config[name]:
                 candidate = config.replace(name, proposal.value)
-                with self.ctx.ledger.timed("validation"), phase(f"iteration {t + 1} · validation", lm=self.ctx.lm):
+                with (self.ctx.ledger.timed("validation"), phase(f"iteration {t + 1} · validation", lm=self.ctx.lm),
+                      self.ctx.ledger.provisional() as validation_pass):
                     cand_trajs = self.system.run_from(name, val_trajs, candidate, vctx)
                     cand_scores = self._validate(cand_trajs)
                 entry.val_candidate = sum(cand_scores)
                 decision = self.gate.decide(val_scores, cand_scores)  # strict (the paper) or paired
                 entry.gate = decision.to_dict()
                 if decision.accepted:
+                    validation_pass.keep()  # the paper charges accepted updates' validation only
                     config, val_trajs, val_scores = candidate, cand_trajs, cand_scores
                     search = self.system.run_from(name, search, config, sctx)
                     self._observe(search, config)

@@ -197,7 +197,7 @@ def propose(
     seed = int(make_rng(rng, cfg, ctx).integers(1 << 31))
     with ctx.ledger.computing("grpo_training"):
         log = train_adapter(component, current_value, search_inputs, lrf, base, out_dir, cfg, seed)
-    ctx.ledger.record(component.name, log["generations"], ctx.phase, local_scoring=True)
+    ctx.ledger.record(component.name, log["generations"], ctx.phase, charged=False)
     log.update({"algorithm": "GRPO", "base_model": base, "parent_adapter": current_value, "adapter": str(out_dir)})
     (out_dir / "optimas_adapter.json").write_text(json.dumps(log, indent=2))
 

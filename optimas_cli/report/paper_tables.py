@@ -1,6 +1,7 @@
 """The paper's Tables 2, 3 and 4 from loaded runs (numbers straight from results.json)."""
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from functools import lru_cache
 
@@ -236,11 +237,13 @@ def table3(runs: list[Run], sources: str) -> Table:
                                round(usd, 6), unpriced, "" if compute is None else compute])
     table.footnote = (
         "n: runs averaged. Both run counts are equivalent full-system runs spent optimizing (the final "
-        "validation and the test evaluation left out). Paper runs: the paper's accounting (Appendix G.4): 2 "
-        "full runs per collected preference pair (Stage 1 and every adaptation), the system's own runs (e.g. "
-        "validation, re-running only the changed component and what follows it) at m/K for m of K components, "
-        "local scoring not counted. Executed runs: every component execution / K, search samples, local "
-        "scoring, RL generations and every value a per-input router tried included. — : a run recorded "
+        "validation and the test evaluation left out). Paper runs: the paper's accounting (Appendix G.4), one "
+        "run per candidate: every candidate a collection drew (Stage 1 and every adaptation) and the downstream "
+        "run that scored it count once at m/K for m of K components, paired or not, Monte Carlo repeats not "
+        "counted; the system's own runs at m/K (validation re-runs only the changed component and what follows "
+        "it), a validation pass counted only when its proposal was accepted; local scoring not counted. "
+        "Executed runs: every component execution / K, search samples, local scoring, RL generations, Monte "
+        "Carlo repeats, rejected proposals' validation and every value a per-input router tried included. — : a run recorded "
         "before the paper count existed. LM calls and tokens count everything the run generated, test "
         "included (cache hits cost no tokens). Dollars: API calls priced by litellm's cost map or lm.price, "
         "plus compute when compute.price_per_hour was set; calls to a model without a price are shown as "
@@ -265,10 +268,12 @@ def table4(runs: list[Run], sources: str) -> Table:
     aligned = [r for r in runs if "lrf" in r.results]
     groups = _group(aligned, lambda r: (r.pipeline, r.lrf_variant))
     table = Table("table4", "Table 4 · alignment of the local reward functions (pairwise accuracy on test pairs)",
-                  ["Pipeline", "From", "LRF", "LLM judge", "Judge parsed", "Pairs"], left=2,
+                  ["Pipeline", "From", "LRF", "LLM judge", "Judge parsed", "Pairs", "Distinguishable only: LRF / judge"],
+                  left=2,
                   csv_headers=["pipeline", "variant", "runs", "lrf_accuracy", "lrf_std", "judge_accuracy",
                                "judge_std", "judge_runs", "judge_parse_rate", "pairs", "measured_on",
-                               "indistinguishable", "components_without_test", "methods"])
+                               "indistinguishable", "components_without_test", "methods",
+                               "lrf_accuracy_distinguishable", "judge_accuracy_distinguishable"])
     for i, (pipeline, variant) in enumerate(sorted(groups, key=lambda k: (k[0], natural_key(k[1])))):
         members = groups[(pipeline, variant)]
         # A run whose components all lacked a test split has no accuracy: n/a, never a training accuracy.
@@ -279,6 +284,8 @@ def table4(runs: list[Run], sources: str) -> Table:
         judge = Summary.of(judged) if judged else None
         parsed = [float(p) for r in members if (p := r.results["lrf"].get("judge_parse_rate")) is not None]
         parse_rate = sum(parsed) / len(parsed) if parsed else None
+        # Older runs left the indistinguishable test pairs out of the headline: it is their distinguishable figure.
+        lrf_seen, judge_seen = (_distinguishable_mean(members, scorer) for scorer in ("pairwise", "judge"))
         rows = [c for r in members for c in r.results["lrf"]["components"].values()]
         pairs = sum(int(c["n_pairs"]) for c in rows)
         hidden = sum(int((c.get("pairs") or {}).get("indistinguishable", 0)) for c in rows)
@@ -294,6 +301,7 @@ def table4(runs: list[Run], sources: str) -> Table:
             "n/a" if judge is None else percent(judge.mean) + _spread(judge),
             "n/a" if parse_rate is None else percent(parse_rate),
             f"{pairs:,} {where}" + (f" · {without_test} n/a†" if without_test else ""),
+            " / ".join("n/a" if v is None else percent(v) for v in (lrf_seen, judge_seen)),
         ])
         if lrf is not None and (judge is None or lrf.mean > judge.mean):
             table.bold.add((i, 2))
@@ -303,18 +311,35 @@ def table4(runs: list[Run], sources: str) -> Table:
                                None if lrf is None else lrf.std,
                                None if judge is None else judge.mean, None if judge is None else judge.std,
                                0 if judge is None else judge.count, parse_rate,
-                               pairs, "/".join(measured), hidden, without_test, " ".join(methods)])
+                               pairs, "/".join(measured), hidden, without_test, " ".join(methods),
+                               lrf_seen, judge_seen])
     table.footnote = (
         "Share of test preference pairs (inputs used neither for training nor for early stopping) that "
         "each scorer ranks like the global reward, averaged over the pipeline's components (50% = chance). "
         "LRF: the trained local reward model; LLM judge: the LM asked which output is better, an "
         "unparsable answer counting as a tie (0.5); Judge parsed: the share of its answers that named "
-        "one side. Pairs: test pairs scored, summed over components and runs (*: older runs measured on "
+        "one side. A test pair whose two sides render to one text for the reward model "
+        "(indistinguishable) is a tie for the LRF (0.5) and stays in both scorers' denominators; "
+        "Distinguishable only: both accuracies without those pairs (runs recorded before the ties "
+        "were counted report only this figure, also in the LRF and judge columns). "
+        "Pairs: test pairs scored, summed over components and runs (*: older runs measured on "
         "training pairs); †: components with too few pairs for a test split (their reason is in "
         "table4_components.csv), left out of the means. Bold: the better scorer. "
         f"n/a: nothing to measure, or no judge ran. {sources}"
     )
     return table
+
+
+def _distinguishable_mean(members: list[Run], scorer: str) -> float | None:
+    """Mean over runs of a scorer's accuracy on the distinguishable test pairs; older runs left the
+    indistinguishable pairs out of the headline, so their headline is that figure."""
+    found = []
+    for r in members:
+        lrf = r.results["lrf"]
+        value = lrf.get(f"mean_{scorer}_accuracy_distinguishable", lrf.get(f"mean_{scorer}_accuracy"))
+        if value is not None:
+            found.append(float(value))
+    return statistics.fmean(found) if found else None
 
 
 def _spread(s: Summary) -> str:

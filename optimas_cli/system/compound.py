@@ -195,7 +195,8 @@ class CompoundSystem:
             if not active:
                 continue
             outputs = comp.execute([x for _, x in active], config[name], ctx)
-            ctx.ledger.record(name, len(active), ctx.phase, values_run=comp.values_per_input(config[name]))
+            ctx.ledger.record(name, len(active), ctx.phase, values_run=comp.values_per_input(config[name]),
+                              charged=ctx.charged)
             for (t, inputs), out in zip(active, outputs, strict=True):
                 t.steps[name] = {"inputs": inputs, "outputs": out, "skipped": False}
                 t.state.update(out)

@@ -14,6 +14,7 @@ class RunContext:
 
     `temperature` overrides the LM's default (candidate sampling for preference pairs);
     `sample_index` tells repeated samples apart, so the call cache keeps them distinct.
+    `charged=False` marks executions the paper's accounting does not charge (a Monte Carlo repeat).
     """
 
     ledger: RunLedger
@@ -24,6 +25,7 @@ class RunContext:
     temperature: float | None = None
     sample_index: int = 0
     seed: int = 0
+    charged: bool = True
     traces: Any = None  # optimas_cli.system.traces.TraceSink: evaluations write per-example traces there
 
     def replace(self, **changes: Any) -> RunContext:

@@ -6,12 +6,15 @@ Two named counts, side by side:
   counts m/K). Everything is in: search samples, local scoring, the GRPO generations of a weights
   component, every value a per-input router runs before it picks one, every Monte Carlo repeat.
 - paper runs: the paper's accounting (Appendix G.4; the seed's Amazon decomposition
-  60 x 2 = 120, 5 x 10 x 2 = 100, 20 x 7 x 2/3 ~ 93): a phase that collects preference pairs
-  (Stage 1, each Stage 2 adaptation) is charged 2 full runs per collected pair, whatever it
-  executed; the system's own runs (validation with the caching discount of re-running only the
-  changed component and what follows it, test, a baseline's rollouts) count one run of each
-  component per input; local scoring (a component run on the search sample for r_k to score, the
-  search sample's own runs, RL generations) is not charged.
+  60 x 2 = 120, 5 x 10 x 2 = 100, 20 x 7 x 2/3 ~ 93), "one run per candidate": a collection phase
+  (Stage 1, each Stage 2 adaptation) charges every candidate it executed, and the downstream run
+  that scored it, once, at m/K for the m of K components that ran (a candidate of the first
+  component is a full run), whether or not the candidate formed a pair; its Monte Carlo repeats are
+  executed, not charged. The system's own runs count one run of each component per input, with the
+  caching discount of re-running only the changed component and what follows it; a validation
+  pass is charged only when its proposal is accepted (the seed's 7 accepted updates x 20 inputs),
+  the rejected ones stay in the executed count. Local scoring (a component run on the search sample
+  for r_k to score, the search sample's own runs, RL generations) is not charged.
 
 Beside them, the compute seconds of local training (LRF Stages 1 and 2, GRPO), charged like the LM's.
 """
@@ -23,7 +26,6 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 
 SEARCH_SAMPLE_PHASE = "search_sample"  # the loop's search inputs: local scoring's input, not charged by the paper
-RUNS_PER_PAIR = 2  # one full run per candidate of a pair
 
 
 def _counts() -> defaultdict[str, defaultdict[str, int]]:
@@ -38,8 +40,9 @@ class RunLedger:
             raise ValueError("a system has at least one component")
         self.num_components = num_components
         self.executions = _counts()  # everything that ran
-        self.charged = _counts()  # what the paper charges outside pair collection
-        self.pairs = _counts()  # preference pairs collected; a phase with an entry here is charged by its pairs
+        self.charged = _counts()  # what the paper charges
+        self.pairs = _counts()  # preference pairs collected (reported; the charge is per candidate run)
+        self._pending: defaultdict | None = None  # charges of a validation pass awaiting its gate (provisional)
         self.seconds: dict[str, float] = defaultdict(float)
         self.compute: dict[str, float] = defaultdict(float)  # training seconds, by what was trained
         # phase -> component -> event -> count: what a component could not do cleanly (an output it
@@ -49,12 +52,24 @@ class RunLedger:
         self._earlier_seconds = 0.0  # wall time of the process(es) this run resumed from
 
     def record(self, component: str, n_inputs: int, phase: str, *, values_run: int = 1,
-               local_scoring: bool = False) -> None:
+               charged: bool = True) -> None:
         """`n_inputs` executions of `component`. A per-input router runs `values_run` values on each
-        input (all executed, one charged by the paper); `local_scoring` runs are not charged by the paper."""
+        input (all executed, one charged by the paper); uncharged runs (local scoring, a Monte Carlo
+        repeat) are executed only."""
         self.executions[phase][component] += n_inputs * values_run
-        if not local_scoring and phase != SEARCH_SAMPLE_PHASE:
-            self.charged[phase][component] += n_inputs
+        if charged and phase != SEARCH_SAMPLE_PHASE:
+            (self.charged if self._pending is None else self._pending)[phase][component] += n_inputs
+
+    @contextmanager
+    def provisional(self):
+        """Charges recorded inside the block are kept only if `keep()` is called on what it yields,
+        after the runs it covers (a validation pass is charged when its proposal is accepted);
+        executions always count."""
+        self._pending = _counts()
+        try:
+            yield _Provisional(self, self._pending)
+        finally:
+            self._pending = None
 
     def record_pairs(self, component: str, n_pairs: int, phase: str) -> None:
         """Pairs collected for `component` (0 too: the phase is still a collection phase)."""
@@ -103,13 +118,8 @@ class RunLedger:
 
     def paper_runs(self, phase: str | None = None) -> float:
         """The paper's accounting (module docstring)."""
-        total = 0.0
-        for p in self._phases(phase):
-            if p in self.pairs:
-                total += RUNS_PER_PAIR * sum(self.pairs[p].values())
-            elif p in self.charged:
-                total += sum(self.charged[p].values()) / self.num_components
-        return total
+        total = sum(sum(self.charged[p].values()) for p in self._phases(phase) if p in self.charged)
+        return total / self.num_components
 
     def elapsed(self) -> float:
         return self._earlier_seconds + time.perf_counter() - self._started
@@ -165,6 +175,19 @@ class RunLedger:
         return {"runs": round(self.equivalent_runs(), 4), "paper_runs": round(self.paper_runs(), 4),
                 "seconds": round(self.elapsed(), 3),
                 "compute_seconds": {k: round(v, 3) for k, v in sorted(self.compute.items())}, "by_phase": by_phase}
+
+
+class _Provisional:
+    """What `RunLedger.provisional` yields: `keep()` charges the runs recorded so far in its block."""
+
+    def __init__(self, ledger: RunLedger, pending: defaultdict):
+        self._ledger, self._pending = ledger, pending
+
+    def keep(self) -> None:
+        for phase, by_component in self._pending.items():
+            for component, n in by_component.items():
+                self._ledger.charged[phase][component] += n
+        self._pending.clear()
 
 
 def _plain(counts: dict) -> dict:
