@@ -45,13 +45,13 @@ def matched_max_runs(cfg: DictConfig, pipeline: str, run_folder: Path) -> float 
         if (results.get("method") == reference and results.get("pipeline") == pipeline
                 and config.get("seed") == seed and _sizes(config.get("budget") or {}) == budget):
             found.append((results_file.parent, results))
-    what = f"{reference} run of pipeline {pipeline}, seed {seed} and this budget"
+    what = f"of pipeline {pipeline}, seed {seed} and this budget in {here.parent}"
     if not found:
-        raise UserError(f"budget.max_runs_from={reference}: no finished {what} in {here.parent}",
+        raise UserError(f"budget.max_runs_from={reference}: no finished {reference} run {what}",
                         f"list {reference} first in the sweep's methods and keep Hydra's default (sequential) launcher, "
                         "e.g. optimas run -m experiment=table3_matched")
     if len(found) > 1:
-        raise UserError(f"budget.max_runs_from={reference}: {len(found)} of a {what} in {here.parent} "
+        raise UserError(f"budget.max_runs_from={reference}: {len(found)} {reference} runs {what} "
                         f"({', '.join(f.name for f, _ in found)})", "keep one reference run per pipeline and seed in a sweep")
     folder, results = found[0]
     spent = optimization_runs(results.get("ledger") or {})
