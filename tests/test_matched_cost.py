@@ -16,9 +16,9 @@ from optimas_cli.system.run_folder import RunFolder
 from tests.test_methods_toys import ROOT
 
 
-def composed(*overrides: str, hydra: bool = False):
+def composed(*overrides: str):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=list(overrides), return_hydra_config=hydra)
+        return compose("config", overrides=list(overrides))
 
 
 def reference(sweep: Path, name: str, cfg, *, method: str = "optimas", seed: int | None = None, **budget) -> Path:
@@ -72,9 +72,11 @@ def test_the_run_context_gets_the_matched_cap(tmp_path):
     assert ctx.caps.limits() == {"max_runs": 50.0}
 
 
-def test_the_matched_experiment_runs_optimas_first_and_matches_the_others_to_it():
-    cfg = composed("experiment=table3_matched", hydra=True)
-    assert cfg.budget.max_runs_from == "optimas" and cfg.budget.max_runs is None
-    methods = cfg.hydra.sweeper.params.method.split(",")
-    # Hydra's basic sweeper runs the product in order: each pipeline's Optimas run comes before its others
-    assert methods[0] == "optimas" and {"dspy", "textgrad", "hbc"} <= set(methods)
+def test_the_matched_experiment_runs_each_pipelines_optimas_before_its_other_methods():
+    from tests.test_sweeps import sweep_jobs
+
+    jobs, cfg = sweep_jobs("table3_matched")  # in the order Hydra's basic sweeper launches them
+    assert cfg.budget.max_runs_from == "optimas" and cfg.budget.max_runs is None and cfg.budget.name == "small"
+    for pipeline in {j["pipeline"] for j in jobs}:
+        methods = [j["method"] for j in jobs if j["pipeline"] == pipeline]
+        assert methods[0] == "optimas" and {"dspy", "textgrad", "hbc"} <= set(methods)

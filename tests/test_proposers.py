@@ -39,3 +39,11 @@ def test_a_pipeline_without_prompt_components_has_no_proposer():
     cfg = composed("method=optimas", "lm=local")
     ctx = RunContext(ledger=RunLedger(2), lm=SimpleNamespace(model=cfg.lm.model))
     assert build_method(cfg, build_budget(cfg)).prompt_proposer(retriever.build(), ctx) is None
+
+
+def test_an_unknown_proposer_is_one_clear_error():
+    from optimas_cli.errors import UserError
+
+    cfg = composed("method=dspy", "proposer=best")
+    with pytest.raises(UserError, match="unknown prompt proposer 'best'"):
+        build_method(cfg, build_budget(cfg)).prompt_proposer(capitals(), RunContext(ledger=RunLedger(2)))

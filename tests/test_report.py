@@ -393,7 +393,7 @@ def test_the_verdict_compares_optimas_only_with_baselines_that_searched_the_same
     # TextGrad searched LM-written instructions only: no Optimas run did, so it is not compared at all
     assert rows[("textgrad", None)][2:] == ["lm", None, "p", 0.2, None, None]
     text = markdown(mean_table(runs, "src"))
-    assert "below 1 baseline(s): DSPy (mixed)" in text and "Not compared" in text and "TextGrad (lm)" in text
+    assert "below 1 baseline(s): DSPy (vs Optimas mixed)" in text and "Not compared" in text and "TextGrad (lm)" in text
     assert "proposer=lm`" in text
     # a proposer=lm Optimas run: TextGrad meets it; a baseline without a prompt search meets both Optimas runs
     lm_run = traced_run(tmp_path / "ol", "optimas", [1.0] * 5 + [0.0] * 5, proposer="lm")

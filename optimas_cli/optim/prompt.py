@@ -189,7 +189,7 @@ def meta_prompt(
 def resolve_proposer(proposer: str, optimizer_lm: str | None, ctx: RunContext) -> str:
     """`auto`: `mixed` for an embedded local optimizer LM (it cannot write good instructions alone), else `lm`."""
     if proposer not in PROPOSERS:
-        raise UserError(f"unknown prompt proposer {proposer!r}", f"set method.optimizer.prompt.proposer to one of {PROPOSERS}")
+        raise UserError(f"unknown prompt proposer {proposer!r}", f"set proposer=... (every method's) to one of {PROPOSERS}")
     if proposer != "auto":
         return proposer
     model = optimizer_lm or getattr(ctx.lm, "model", None)

@@ -145,7 +145,7 @@ def mean_table(runs: list[Run], sources: str) -> Table | None:
             our_mean = statistics.fmean(ours[(p, q)] for p in shared)
             ok = our_mean >= their_mean - 1e-9  # means of equal scores may differ in the last bit
             if not ok:
-                behind.append(f"{label} ({q or NONE})")
+                behind.append(f"{label} (vs Optimas {q or NONE})")
             table.rows.append([label, proposer or NONE, q or NONE, ", ".join(shared), number(their_mean),
                                number(our_mean), "yes" if ok else "no"])
             table.csv_rows.append([method, variant, proposer, q, " ".join(shared), their_mean, our_mean, ok])
