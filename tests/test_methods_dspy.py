@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.dspy_mipro import PROPOSER_TAG, CompoundProgram, DSPyMIPRO, SystemRuntime
 from optimas_cli.system import CompoundSystem, ConfigKind, Metric, Pipeline, RunContext, RunLedger, Splits
+from optimas_cli.system.caps import BudgetCaps
+from optimas_cli.system.run_folder import RunFolder
 from pipelines.toys import retriever
 from tests.fakes import ScriptedLM
 from tests.test_methods_toys import (
@@ -153,3 +156,78 @@ def test_dspy_prints_go_to_the_run_log_not_the_terminal(capsys, caplog):
     assert capsys.readouterr().out == ""
     logged = list(dict.fromkeys(r.getMessage() for r in caplog.records if r.name == "dspy"))
     assert logged == ["PROGRAM DESCRIPTION: a raw proposer prompt", "partial line finished"]
+
+
+# -- the candidate space (Table 2 like with like) and budget caps ----------------------------------
+def capitals_with_a_pool() -> tuple[Pipeline, ScriptedLM]:
+    """The capitals toy whose answerer ships the instruction that works, while the LM only ever proposes
+    one that does not: only a search that draws from the pipeline's pool can find it."""
+    pipeline = capitals()
+    pipeline.system.components["answerer"].alternatives = (GOOD_INSTRUCTION,)
+    return pipeline, capitals_lm(instruction="Reply to the question briefly.")
+
+
+@pytest.mark.parametrize("proposer, found", [("mixed", True), ("lm", False)])
+def test_mixed_adds_the_pipelines_instruction_pool_to_miprov2s_candidates(tmp_path, proposer, found):
+    pipeline, lm = capitals_with_a_pool()
+    method = DSPyMIPRO(budget=smoke_budget(), num_trials=8, few_shot=False, proposer=proposer)
+    outcome, test, ctx = optimize_and_test(method, pipeline, pipeline.splits, lm, tmp_path)
+    info = outcome.extras["dspy"]
+    assert info["proposer"] == proposer == method.prompt_proposer(pipeline, ctx)
+    # the answerer's pool: its alternative and the original plus a format constraint; the asker's: the constraint
+    assert info["pool_candidates"] == ({"asker": 1, "answerer": 2} if found else {"asker": 0, "answerer": 0})
+    assert (outcome.config["answerer"] == GOOD_INSTRUCTION) is found and test["mean"] == float(found)
+
+
+def test_pool_searches_the_pool_without_miprov2s_proposer(tmp_path):
+    pipeline, lm = capitals_with_a_pool()
+    outcome, test, _ = optimize_and_test(DSPyMIPRO(budget=smoke_budget(), num_trials=8, few_shot=False,
+                                                   proposer="pool"), pipeline, pipeline.splits, lm, tmp_path)
+    assert outcome.config["answerer"] == GOOD_INSTRUCTION and test["mean"] == 1.0
+    assert not any(c == PROPOSER_TAG and "proposed_instruction" in r.messages[-1]["content"] for c, r in lm.requests)
+
+
+def test_auto_is_mixed_for_an_embedded_lm_and_lm_otherwise():
+    pipeline = capitals()
+    local = RunContext(ledger=RunLedger(2), lm=SimpleNamespace(model="local/smollm2-135m-instruct"))
+    api = RunContext(ledger=RunLedger(2), lm=SimpleNamespace(model="openai/gpt-4o-mini"))
+    method = DSPyMIPRO(budget=smoke_budget())
+    assert (method.prompt_proposer(pipeline, local), method.prompt_proposer(pipeline, api)) == ("mixed", "lm")
+
+
+def capped(pipeline: Pipeline, lm, max_runs: float) -> RunContext:
+    ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=lm)
+    ctx.caps = BudgetCaps(max_runs=max_runs, spent=lambda: {"max_runs": ctx.ledger.equivalent_runs()})
+    return ctx
+
+
+def optimize_capped(method, pipeline: Pipeline, ctx: RunContext, folder):
+    outcome = method.optimize(pipeline, pipeline.splits, ctx.replace(phase="optimize"), RunFolder(folder))
+    return outcome, outcome.extras["dspy"]
+
+
+def test_a_run_cap_stops_miprov2_between_its_trials(tmp_path):
+    pipeline = capitals()
+    uncapped = RunContext(ledger=RunLedger(2), lm=capitals_lm())
+    _, full = optimize_capped(DSPyMIPRO(budget=smoke_budget(), num_trials=10), pipeline, uncapped, tmp_path / "a")
+    before_trials = 6.0  # the smoke budget's bootstrapping runs the 6 training rows once
+    ctx = capped(pipeline, capitals_lm(), before_trials + 3)
+    outcome, info = optimize_capped(DSPyMIPRO(budget=smoke_budget(), num_trials=10), pipeline, ctx, tmp_path / "b")
+    assert uncapped.ledger.equivalent_runs() > before_trials + 3 + len(pipeline.splits.val)  # uncapped: all 10 trials
+    assert ctx.caps.stopped is not None and ctx.caps.stopped.cap == "max_runs"
+    spent = ctx.ledger.equivalent_runs()
+    assert before_trials + 3 <= spent < before_trials + 3 + len(pipeline.splits.val)  # at most one trial past it
+    assert len(outcome.history) < 11 and info["status"] == "optimized"
+
+
+def test_a_matched_cost_run_sizes_its_trials_from_the_cap_and_spends_it(tmp_path):
+    pipeline = capitals()
+    ctx = capped(pipeline, capitals_lm(), 11.0)
+    _, info = optimize_capped(DSPyMIPRO(budget=smoke_budget(max_runs_from="optimas")), pipeline, ctx, tmp_path / "m")
+    # at the cheapest a trial re-runs one of the 2 components on the 2 validation rows: 11 runs pay for 11 trials
+    assert info["num_trials"] == 11
+    assert ctx.caps.stopped is not None and 11.0 <= ctx.ledger.equivalent_runs() < 11.0 + len(pipeline.splits.val)
+    # without budget.max_runs_from the cap is a limit only: budget.iterations trials, 10 runs, under the cap
+    plain = capped(pipeline, capitals_lm(), 11.0)
+    _, info = optimize_capped(DSPyMIPRO(budget=smoke_budget()), pipeline, plain, tmp_path / "p")
+    assert info["num_trials"] == 2 and plain.caps.stopped is None and plain.ledger.equivalent_runs() == 10.0

@@ -11,6 +11,8 @@ from optimas_cli.methods.textgrad import (  # tg via the method: it picks the lo
     tg,
 )
 from optimas_cli.system import RunContext, RunLedger
+from optimas_cli.system.caps import BudgetCaps
+from optimas_cli.system.run_folder import RunFolder
 from tests.fakes import ScriptedLM
 from tests.test_methods_toys import (
     GOOD_INSTRUCTION,
@@ -128,3 +130,29 @@ def test_a_step_sends_the_batchs_critiques_and_backward_calls_to_the_lm_together
     assert batches["loss"] == [3, 3]  # one LM batch of 3 critiques a step, not 3 calls one after another
     assert max(batches["backward"]) == 3
     assert len([c for c, r in lm.requests if c == "textgrad.backward"]) == sum(batches["backward"])
+
+
+def test_textgrads_candidates_are_lm_written(tmp_path):
+    pipeline = capitals()
+    assert TextGrad(budget=smoke_budget()).prompt_proposer(pipeline, RunContext(RunLedger(2))) == "lm"
+
+
+def capped(pipeline, max_runs: float) -> RunContext:
+    ctx = RunContext(RunLedger(len(pipeline.system)), lm=capitals_lm())
+    ctx.caps = BudgetCaps(max_runs=max_runs, spent=lambda: {"max_runs": ctx.ledger.equivalent_runs()})
+    return ctx
+
+
+def test_a_matched_cost_run_takes_as_many_steps_as_its_cap_pays_for(tmp_path):
+    pipeline = capitals()
+    ctx = capped(pipeline, 9.0)
+    method = TextGrad(budget=smoke_budget(max_runs_from="optimas"), batch_size=3)
+    outcome = method.optimize(pipeline, pipeline.splits, ctx.replace(phase="optimize"), RunFolder(tmp_path / "m"))
+    assert outcome.extras["textgrad"]["steps"] == 3  # each step runs the system on its 3 examples: 9 runs, 3 steps
+    # 2 runs of validation, then a step of 3 + 2 re-validated, then 3: the cap stops the third step
+    assert ctx.caps.stopped is not None and len(outcome.history) == 2 and ctx.ledger.equivalent_runs() == 10.0
+    plain = capped(pipeline, 9.0)  # without budget.max_runs_from a cap is a limit only: budget.iterations steps
+    outcome = TextGrad(budget=smoke_budget(), batch_size=3).optimize(pipeline, pipeline.splits,
+                                                                    plain.replace(phase="optimize"),
+                                                                    RunFolder(tmp_path / "p"))
+    assert outcome.extras["textgrad"]["steps"] == 2 and plain.caps.stopped is None

@@ -135,6 +135,11 @@ def test_table2_equals_results_json_exactly(runs):
     assert float(hint["optimas_vs_best_baseline_pct"]) == gain and hint["best_baseline"] == "Unoptimized"
 
 
+def test_results_json_states_the_proposer(runs):
+    results = results_of(runs, "sweep", "0-toy_hint-unoptimized")
+    assert "proposer" in results and results["proposer"] is None  # Unoptimized searches no instructions
+
+
 def test_ablation_values_get_their_own_columns(runs):
     rows = {(r["pipeline"], r["variant"]): r for r in read_csv(runs / "report" / "table2.csv") if r["method"] == "optimas"}
     assert float(rows[("toy_retriever", "budget.fresh_size=10")]["mean"]) == 0.3
@@ -260,7 +265,8 @@ def test_paired_table_gives_cis_effective_repeats_and_the_gain_over_unoptimized(
     assert [float(ablation[k]) for k in ("delta", "delta_low", "delta_high")] == pytest.approx([0.02] * 3)
     assert ablation["delta_excludes_zero"] == "True"
     text = (runs / "report" / "report.md").read_text()
-    assert "| toy_hint | Global reward | 2 | 5 | 6 (2 effective) | 0.4400 |" in text
+    assert "| toy_hint | Global reward | — | 2 | 5 | 6 (2 effective) | 0.4400 |" in text  # — : no prompt search
+    assert ablation["proposer"] == "—"
     assert "| +0.0200 | [+0.0200, +0.0200] † |" in text
 
 
@@ -344,8 +350,8 @@ def test_verdicts_give_the_paired_gain_its_evidence_and_the_mean_per_baseline(tm
     assert "on 1 of 2 pipeline(s)" in text
     means = {r[0]: r for r in mean_table(runs, "src").csv_rows}
     # Optimas averages (0.9 + 0.5) / 2 over p and q against Unoptimized's 0.5, and 0.9 against Single LLM's 1.0 on p
-    assert means["unoptimized"][2:] == ["p q", 0.5, pytest.approx(0.7), True]
-    assert means["single_llm"][2:] == ["p", 1.0, pytest.approx(0.9), False]
+    assert means["unoptimized"][4:] == ["p q", 0.5, pytest.approx(0.7), True]
+    assert means["single_llm"][4:] == ["p", 1.0, pytest.approx(0.9), False]
     assert "below 1 baseline(s): Single LLM" in markdown(mean_table(runs, "src"))
 
 
@@ -366,3 +372,66 @@ def test_a_variant_showing_the_shared_optimizer_defaults_is_the_default_run():
 
     assert _is_default("method.optimizer.weights.steps=2, method.gate=strict")
     assert not _is_default("method.optimizer.weights.steps=4")
+
+
+def test_the_verdict_compares_optimas_only_with_baselines_that_searched_the_same_candidates(tmp_path):
+    from optimas_cli.report.paper_tables import table2_paired
+    from optimas_cli.report.render import markdown
+    from optimas_cli.report.targets import mean_table
+
+    lm_variant = "method.optimizer.prompt.proposer=lm, proposer=lm"  # what variants.py labels a proposer=lm run
+    runs = [
+        traced_run(tmp_path / "u", "unoptimized", [0.0] * 10, proposer=None),
+        traced_run(tmp_path / "om", "optimas", [1.0] * 8 + [0.0] * 2, proposer="mixed"),
+        traced_run(tmp_path / "d", "dspy", [1.0] * 9 + [0.0], proposer="mixed"),
+        traced_run(tmp_path / "t", "textgrad", [1.0] * 2 + [0.0] * 8, proposer="lm"),
+    ]
+    rows = {(r[0], r[3]): r for r in mean_table(runs, "src").csv_rows}
+    # DSPy searched the pool too: compared with the mixed Optimas run (and ahead of it)
+    assert rows[("dspy", "mixed")][2:] == ["mixed", "mixed", "p", 0.9, 0.8, False]
+    assert rows[("unoptimized", "mixed")][2:] == [None, "mixed", "p", 0.0, 0.8, True]
+    # TextGrad searched LM-written instructions only: no Optimas run did, so it is not compared at all
+    assert rows[("textgrad", None)][2:] == ["lm", None, "p", 0.2, None, None]
+    text = markdown(mean_table(runs, "src"))
+    assert "below 1 baseline(s): DSPy (vs Optimas mixed)" in text and "Not compared" in text and "TextGrad (lm)" in text
+    assert "proposer=lm`" in text
+    # a proposer=lm Optimas run: TextGrad meets it; a baseline without a prompt search meets both Optimas runs
+    lm_run = traced_run(tmp_path / "ol", "optimas", [1.0] * 5 + [0.0] * 5, proposer="lm")
+    lm_run.variant = lm_variant
+    rows = {(r[0], r[3]): r for r in mean_table([*runs, lm_run], "src").csv_rows}
+    assert rows[("textgrad", "lm")][2:] == ["lm", "lm", "p", 0.2, 0.5, True]
+    assert set(rows) == {("unoptimized", "mixed"), ("unoptimized", "lm"), ("dspy", "mixed"), ("textgrad", "lm")}
+    # Table 2's rows state each method's proposer
+    paired = {r[1]: r[2] for r in table2_paired([*runs, lm_run], "src").rows}
+    assert paired == {"Unoptimized": "—", "Optimas": "mixed", "DSPy": "mixed", "TextGrad": "lm",
+                      f"Optimas [{lm_variant}]": "lm"}
+
+
+def test_runs_recorded_before_the_proposer_get_the_one_their_version_searched():
+    from optimas_cli.report.proposers import proposer_of
+
+    loop = {"method": "optimas", "config": {"lm": {"model": "local/smollm2-135m-instruct"},
+                                            "method": {"optimizer": {"prompt": {"proposer": "auto"}}}}}
+    assert proposer_of(loop) == "mixed"  # auto, on the embedded model
+    loop["config"]["lm"]["model"] = "openai/gpt-4o-mini"
+    assert proposer_of(loop) == "lm"
+    assert proposer_of({"method": "dspy"}) == proposer_of({"method": "textgrad"}) == "lm"
+    assert proposer_of({"method": "unoptimized", "config": {}}) is None
+    assert proposer_of({"method": "dspy", "proposer": "mixed"}) == "mixed"  # recorded: as recorded
+
+
+def test_table3_shows_each_methods_score_and_run_cap_beside_its_spend(tmp_path):
+    from optimas_cli.report.paper_tables import table3
+
+    def ledger(runs: float, cap: float | None) -> dict:
+        return {"runs": runs, "paper_runs": runs, "calls": 3, "tokens": 10, "by_phase": {},
+                "caps": {"max_runs": cap} if cap is not None else {}}
+
+    runs = [traced_run(tmp_path / "o", "optimas", [1.0, 0.0], ledger=ledger(50.0, None)),
+            traced_run(tmp_path / "d", "dspy", [0.0, 0.0], ledger=ledger(52.5, 50.0))]
+    table = table3(runs, "src")
+    rows = {r[1]: r for r in table.rows}
+    assert rows["Optimas"][3:7] == ["0.5000", "50", "50", "—"]
+    assert rows["DSPy"][3:7] == ["0.0000", "52.5", "52.5", "50"]
+    csv_rows = {r[1]: dict(zip(table.csv_headers, r, strict=True)) for r in table.csv_rows}
+    assert (csv_rows["dspy"]["test_mean"], csv_rows["dspy"]["max_runs"]) == (0.0, 50.0)

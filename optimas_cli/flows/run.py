@@ -49,7 +49,8 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     stop = ctx.caps.stopped if ctx.caps is not None else None
     outcome.config.save(folder.file("best_config.json"))
 
-    results = {"pipeline": pipeline.name, "method": method.name, "metric": pipeline.metric.name}
+    results = {"pipeline": pipeline.name, "method": method.name, "metric": pipeline.metric.name,
+               "proposer": method.prompt_proposer(pipeline, ctx)}
     if stop is not None:
         console.print(f"[yellow]{stop}: stopped; continue with a raised cap: optimas run ... resume={folder}[/]")
         results["stopped"] = stop.cap

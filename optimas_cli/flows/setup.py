@@ -8,6 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from optimas_cli.errors import UserError
+from optimas_cli.flows.matched import matched_max_runs
 from optimas_cli.system import Pipeline, RunContext, RunLedger, Splits
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.caps import BudgetCaps
@@ -116,6 +117,9 @@ def build_context(cfg: DictConfig, pipeline: Pipeline, folder: RunFolder) -> Run
     checkpointed_at = folder.restore_accounts(ctx)
     ctx.lm.attach_run(str(folder.path.resolve()), checkpointed_at)
     ctx.caps = BudgetCaps.from_budget(cfg.budget, spent=lambda: spending(ctx, cfg))
+    matched = matched_max_runs(cfg, pipeline.name, folder.path)
+    if matched is not None:  # budget.max_runs_from: the reference method's spend is this run's cap
+        ctx.caps.max_runs = matched
     return ctx
 
 

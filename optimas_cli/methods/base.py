@@ -36,6 +36,12 @@ class Method:
     def optimize(self, pipeline: Pipeline, splits: Splits, ctx: RunContext, folder) -> MethodOutcome:
         raise NotImplementedError
 
+    def prompt_proposer(self, pipeline: Pipeline, ctx: RunContext) -> str | None:
+        """Where the method's instruction candidates come from, recorded in results.json so Table 2
+        compares methods that searched the same candidates: lm (written by an LM), pool (the pipeline's
+        own instructions and edits, optim/prompt_pool.py), mixed (both); None: it searches no instructions."""
+        return None
+
     def evaluate(
         self, pipeline: Pipeline, outcome: MethodOutcome, examples: list[dict], ctx: RunContext, repeats: int
     ) -> dict:

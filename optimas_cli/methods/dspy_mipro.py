@@ -24,6 +24,20 @@ How the compound system meets DSPy:
 - A DSPy Evaluate call is served as one batch: a callback sees its devset before the per-example
   calls and runs the system on all of it at once, so a local model batches generation.
 
+Candidate space (`proposer`, Table 2 compares like with like): `lm` is MIPROv2 as published, its
+instruction candidates written by the LM; `mixed` adds the pipeline's own instruction pool
+(optim/prompt_pool.py: the alternatives it ships, the original plus a format constraint, the original
+shortened) to every predictor's candidates, the pool the Optimas family's `mixed` search draws from;
+`pool` keeps only the original and the pool; `auto` is `mixed` for an embedded local LM, else `lm`
+(the Optimas family's rule). MIPROv2 fixes its candidates before the trials, so the pool's edits
+apply to the original instruction only (the Optimas loop applies them to the best one so far).
+
+Budget caps: checked before the default program's evaluation and before each trial (MIPROv2's trials
+run inside compile(); a reached cap stops the Optuna study there, and compile() returns the best
+program evaluated so far). In a matched-cost run (budget.max_runs_from), `num_trials: null` means as
+many trials as the run cap can pay for: one trial re-runs at least one of the K components on each
+evaluated example, so at most cap x K / examples trials; the cap stops the search where it is spent.
+
 A weak local model often breaks DSPy's structured output ([[ ## field ## ]] sections). Every
 failed adapter parse is counted (extras["dspy"]["parse_failures"], with a few excerpts); when a
 failure aborts MIPROv2 itself, the run keeps the default instructions and records the error.
@@ -34,10 +48,12 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import math
 import threading
 from collections.abc import Sequence
 
 import dspy
+import optuna
 from dspy.utils.callback import BaseCallback
 from dspy.utils.exceptions import AdapterParseError
 
@@ -46,9 +62,12 @@ from optimas_cli.lrf.text import format_value
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.methods.scorers import input_key
 from optimas_cli.optim.history import HistoryEntry
+from optimas_cli.optim.prompt import resolve_proposer
+from optimas_cli.optim.prompt_pool import fixed_drafts
 from optimas_cli.progress import phase
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory
 from optimas_cli.system.budget import Budget
+from optimas_cli.system.caps import cap_reached
 
 log = logging.getLogger("optimas")
 PROPOSER_TAG = "dspy.proposer"
@@ -277,6 +296,48 @@ class MiproObserver(BaseCallback):
                 self.failure_excerpts.append(completion[:EXCERPT_CHARS])
 
 
+# -- MIPROv2 with the run's candidate space and caps ---------------------------------------------
+class RunMIPROv2(dspy.MIPROv2):
+    """dspy.MIPROv2 plus `extra_instructions` (predictor attribute -> instructions added to its
+    candidates; `lm_proposals=False` skips MIPROv2's grounded proposer) and the run's caps, checked
+    at the safe points between MIPROv2's steps: before the default program's evaluation and before
+    each trial."""
+
+    def __init__(self, *args, ctx: RunContext, extra_instructions: dict[str, list[str]], lm_proposals: bool = True,
+                 **kwargs):
+        super().__init__(*args, **kwargs)
+        self.ctx, self.extra_instructions, self.lm_proposals = ctx, extra_instructions, lm_proposals
+
+    def _propose_instructions(self, program, trainset, demo_candidates, *args, **kwargs):
+        if self.lm_proposals:
+            candidates = super()._propose_instructions(program, trainset, demo_candidates, *args, **kwargs)
+        else:
+            candidates = {i: [p.signature.instructions] for i, p in enumerate(program.predictors())}
+        for i, (attribute, _) in enumerate(program.named_predictors()):
+            candidates[i] += [t for t in self.extra_instructions.get(attribute, []) if t not in candidates[i]]
+        return candidates
+
+    def _optimize_prompt_parameters(self, program, *args, **kwargs):
+        if cap_reached(self.ctx):  # spent while bootstrapping: the original program, unevaluated
+            return program
+        return super()._optimize_prompt_parameters(program, *args, **kwargs)
+
+    def _select_and_insert_instructions_and_demos(self, candidate_program, instruction_candidates, demo_candidates,
+                                                  trial, *args, **kwargs):
+        if cap_reached(self.ctx):  # the study ends after this (unevaluated) trial
+            trial.study.stop()
+            raise optuna.TrialPruned(str(self.ctx.caps.stopped))
+        return super()._select_and_insert_instructions_and_demos(candidate_program, instruction_candidates,
+                                                                 demo_candidates, trial, *args, **kwargs)
+
+
+def pool_instructions(runtime: SystemRuntime) -> dict[str, list[str]]:
+    """Per predictor attribute, the pipeline's instruction pool for its component (optim/prompt_pool.py)."""
+    return {runtime.attribute[name]: [d.text for d in fixed_drafts(runtime.system.components[name],
+                                                                   runtime.original[name])]
+            for name in runtime.prompt_names}
+
+
 # -- the method ---------------------------------------------------------------------------------
 class _LinesToLog(io.TextIOBase):
     """A stdout stand-in that hands each complete line to a logger."""
@@ -310,9 +371,10 @@ def dspy_logs_to_run_log():
 
 class DSPyMIPRO(Method):
     """MIPROv2 with auto=None: `num_candidates` instructions (the first is the original, so the default
-    budget adds budget.num_candidates new ones) and as many demo sets per predictor, `num_trials`
-    Bayesian-optimization trials (default budget.iterations), each a full evaluation on the
-    validation split unless `minibatch` is set. `few_shot`: demo sets of up to
+    budget adds budget.num_candidates new ones; `proposer` mixed or pool adds the pipeline's pool) and
+    as many demo sets per predictor, `num_trials` Bayesian-optimization trials (default
+    budget.iterations; in a matched-cost run, as many as the run cap pays for), each a full evaluation
+    on the validation split unless `minibatch` is set. `few_shot`: demo sets of up to
     `max_bootstrapped_demos` bootstrapped and `max_labeled_demos` labeled examples (MIPROv2's
     defaults, 4 and 4); False: instructions only."""
 
@@ -320,17 +382,20 @@ class DSPyMIPRO(Method):
                  num_trials: int | None = None, minibatch: bool = False, minibatch_size: int = 35,
                  init_temperature: float = 1.0, max_tokens: int = 512, view_data_batch_size: int = 10,
                  program_aware: bool = True, data_aware: bool = True, tip_aware: bool = True, fewshot_aware: bool = True,
-                 few_shot: bool = True, max_bootstrapped_demos: int = 4, max_labeled_demos: int = 4):
+                 few_shot: bool = True, max_bootstrapped_demos: int = 4, max_labeled_demos: int = 4,
+                 proposer: str = "auto"):
         super().__init__(name, budget, console)
         self.seed = int(seed)
         self.num_candidates = int(num_candidates if num_candidates is not None else budget.num_candidates + 1)
         self.num_trials = int(num_trials if num_trials is not None else budget.iterations)
+        self.trials_from_cap = num_trials is None  # a matched-cost run sizes them from its run cap
+        self.proposer = str(proposer)
         self.minibatch, self.minibatch_size = bool(minibatch), int(minibatch_size)
         self.init_temperature, self.max_tokens = float(init_temperature), int(max_tokens)
         self.few_shot = bool(few_shot)
         self.demos = {"max_bootstrapped_demos": int(max_bootstrapped_demos) if few_shot else 0,
                       "max_labeled_demos": int(max_labeled_demos) if few_shot else 0}
-        self.proposer = {"view_data_batch_size": int(view_data_batch_size), "program_aware_proposer": program_aware,
+        self.grounded = {"view_data_batch_size": int(view_data_batch_size), "program_aware_proposer": program_aware,
                          "data_aware_proposer": data_aware, "tip_aware_proposer": tip_aware,
                          "fewshot_aware_proposer": fewshot_aware}
 
@@ -343,8 +408,11 @@ class DSPyMIPRO(Method):
         if self.num_candidates < 2:
             raise UserError(f"dspy: num_candidates={self.num_candidates} leaves MIPROv2 only the original instruction",
                             "set method.num_candidates >= 2")
+        proposer = self.prompt_proposer(pipeline, ctx)
         runtime = SystemRuntime(pipeline, prompt_names, ctx, {input_key({f: ex[f] for f in system.inputs})
                                                               for ex in splits.val})
+        extra = pool_instructions(runtime) if proposer in ("pool", "mixed") else {}
+        num_trials = self._num_trials(len(system), len(splits.val), ctx)
         program = CompoundProgram(runtime)
         engine = RunLMEngine(ctx.replace(phase="local_optimization"), max_tokens=self.max_tokens)
         lm = dspy.LM(f"optimas/{PROPOSER_TAG}", engine=engine, cache=False, temperature=self.init_temperature,
@@ -353,18 +421,20 @@ class DSPyMIPRO(Method):
         metric = self._metric(pipeline)
         trainset = [dspy.Example(**ex).with_inputs(*system.inputs) for ex in splits.train]
         valset = [dspy.Example(**ex).with_inputs(*system.inputs) for ex in splits.val]
-        optimizer = dspy.MIPROv2(metric=metric, prompt_model=lm, task_model=lm, auto=None,
-                                 num_candidates=self.num_candidates, **self.demos, num_threads=1, seed=self.seed,
-                                 init_temperature=self.init_temperature)
-        self.console.print(f"[bold]DSPy MIPROv2[/] · {prompt_names} · {self.num_candidates} candidates · "
-                           f"{self.num_trials} trials · " + ("few-shot" if self.few_shot else "instructions only"))
+        optimizer = RunMIPROv2(metric=metric, prompt_model=lm, task_model=lm, auto=None,
+                               num_candidates=self.num_candidates, **self.demos, num_threads=1, seed=self.seed,
+                               init_temperature=self.init_temperature, ctx=ctx, extra_instructions=extra,
+                               lm_proposals=proposer != "pool")
+        self.console.print(f"[bold]DSPy MIPROv2[/] · {prompt_names} · {self.num_candidates} candidates"
+                           f" + {sum(map(len, extra.values()))} from the pool · {num_trials} trials · "
+                           + ("few-shot" if self.few_shot else "instructions only"))
         status, error, best = "optimized", None, None
         with ctx.ledger.timed("local_optimization"), phase("DSPy MIPROv2 trials", lm=ctx.lm), dspy_logs_to_run_log(), \
                 dspy.context(lm=lm, callbacks=[observer]):
             try:
-                best = optimizer.compile(program, trainset=trainset, valset=valset, num_trials=self.num_trials,
+                best = optimizer.compile(program, trainset=trainset, valset=valset, num_trials=num_trials,
                                          minibatch=self.minibatch, minibatch_size=min(self.minibatch_size, len(valset)),
-                                         seed=self.seed, **self.proposer)
+                                         seed=self.seed, **self.grounded)
             except AdapterParseError as exc:  # a weak model's unparseable reply aborted MIPROv2 itself
                 status, error = "failed", f"{type(exc).__name__}: {str(exc)[:EXCERPT_CHARS]}"
                 log.warning("DSPy MIPROv2 stopped on a parse failure; keeping the default instructions: %s", error)
@@ -373,7 +443,8 @@ class DSPyMIPRO(Method):
         extras = {
             "status": status, "error": error, "parse_failures": observer.parse_failures,
             "parse_failure_excerpts": observer.failure_excerpts, "proposer_calls": engine.calls,
-            "num_candidates": self.num_candidates, "num_trials": self.num_trials, "components": prompt_names,
+            "num_candidates": self.num_candidates, "num_trials": num_trials, "components": prompt_names,
+            "proposer": proposer, "pool_candidates": {n: len(extra.get(runtime.attribute[n], [])) for n in prompt_names},
             "few_shot": self.few_shot, **self.demos,
             "demos": {n: len(runtime.predictor(best, n).demos) for n in prompt_names} if best is not None else {},
             "best_val_mean": (float(best.score) / 100.0) if best is not None and hasattr(best, "score") else None,
@@ -381,6 +452,18 @@ class DSPyMIPRO(Method):
         }
         self.console.print(f"  {status} · parse failures {observer.parse_failures} · changed {extras['changed']}")
         return MethodOutcome(config=config, history=observer.evaluations, extras={"dspy": extras})
+
+    def prompt_proposer(self, pipeline, ctx) -> str:
+        return resolve_proposer(self.proposer, None, ctx)
+
+    def _num_trials(self, components: int, val_size: int, ctx) -> int:
+        """`num_trials`, else budget.iterations; in a matched-cost run, as many trials as the run cap pays
+        for at the cheapest (one component re-run on each evaluated example), the cap stopping the rest."""
+        cap = ctx.caps.max_runs if self.budget.max_runs_from and ctx.caps is not None else None
+        if not self.trials_from_cap or cap is None:
+            return self.num_trials
+        evaluated = min(self.minibatch_size, val_size) if self.minibatch else val_size
+        return max(self.num_trials, math.ceil(cap * components / evaluated))
 
     @staticmethod
     def _metric(pipeline: Pipeline):

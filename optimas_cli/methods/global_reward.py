@@ -23,6 +23,7 @@ from rich.console import Console
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.methods.scorers import GlobalRewardScorer
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
+from optimas_cli.optim.prompt import loop_proposer
 from optimas_cli.system import CompoundSystem, ConfigKind, Pipeline
 from optimas_cli.system.budget import Budget
 
@@ -61,6 +62,9 @@ class ScoredLoopBaseline(Method):
 
     def make_scorer(self, pipeline: Pipeline, splits, ctx, folder) -> tuple[object, dict]:
         raise NotImplementedError
+
+    def prompt_proposer(self, pipeline, ctx):
+        return loop_proposer(pipeline, self.optimizer, self.optimizer_lm, ctx)
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         view = with_global_choices(pipeline)

@@ -18,6 +18,7 @@ from optimas_cli.lrf.stage import (
 )
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
+from optimas_cli.optim.prompt import loop_proposer
 from optimas_cli.system.budget import Budget
 
 log = logging.getLogger("optimas")
@@ -81,6 +82,9 @@ class Optimas(Method):
         config, history = loop.run()
         return MethodOutcome(config=config, lrf=lrf, history=history,
                              extras={"lrf": report, "adaptations": adapt.adaptations})
+
+    def prompt_proposer(self, pipeline, ctx):
+        return loop_proposer(pipeline, self.optimizer, self.optimizer_lm, ctx)
 
     def _unchanged(self, system, folder) -> MethodOutcome:
         """No pair at all: every candidate of every component earned the same global reward on the

@@ -17,6 +17,14 @@ Each step, on a minibatch of training examples (TextGrad's prompt-optimization r
    them are re-run on the validation split; the update is reverted only if the validation score
    drops (ties are kept, as in TextGrad).
 
+Candidate space: TGD writes each new instruction from the LM's feedback, one rewrite of the current
+instruction per step; its API takes no candidate list, so the pipeline's instruction pool
+(optim/prompt_pool.py) has no place in it. Its proposer is `lm`, and Table 2 compares it with
+Optimas runs whose proposer is `lm` too (report/targets.py). Budget caps are checked before each
+step; in a matched-cost run (budget.max_runs_from), `steps: null` means as many steps as the run cap
+pays for (each step runs the system on its minibatch: at most cap / batch_size steps), the cap
+stopping the search where it is spent.
+
 TextGrad's LM calls go through `RunLMEngine` (a `tg.EngineLM`) to the run's LM client, tagged
 "textgrad.loss", "textgrad.backward" and "textgrad.optimizer" in the usage ledger.
 
@@ -33,6 +41,7 @@ between runs.
 """
 from __future__ import annotations
 
+import math
 import statistics
 import threading
 from collections import defaultdict
@@ -221,7 +230,8 @@ class TextGradGraph:
 
 
 class TextGrad(Method):
-    """`steps` TGD steps (default budget.iterations) on minibatches of `batch_size` training examples."""
+    """`steps` TGD steps (default budget.iterations; in a matched-cost run, as many as the run cap pays
+    for) on minibatches of `batch_size` training examples."""
 
     def __init__(self, budget: Budget, name: str = "textgrad", console=None, seed: int = 0, steps: int | None = None,
                  batch_size: int = 3, max_tokens: int = 512, temperature: float = 0.0,
@@ -229,6 +239,7 @@ class TextGrad(Method):
         super().__init__(name, budget, console)
         self.seed = int(seed)
         self.steps = int(steps if steps is not None else budget.iterations)
+        self.steps_from_cap = steps is None  # a matched-cost run sizes them from its run cap
         self.batch_size, self.max_tokens, self.temperature = int(batch_size), int(max_tokens), float(temperature)
         self.constraints, self.gradient_memory = list(constraints or []), int(gradient_memory)
 
@@ -251,6 +262,7 @@ class TextGrad(Method):
         optimizers = {n: tg.TGD(parameters=[params[n]], engine=engines["optimizer"], constraints=self.constraints,
                                 gradient_memory=self.gradient_memory) for n in prompt_names}
         graph = TextGradGraph(pipeline, params)
+        steps = self._steps(ctx)
 
         with ctx.ledger.timed("validation"):
             val_trajs = system.run(splits.val, config, vctx)
@@ -259,7 +271,7 @@ class TextGrad(Method):
         order: list[int] = []
         history: list[HistoryEntry] = []
         parse_failures = 0
-        self.console.print(f"[bold]TextGrad[/] · {prompt_names} · {self.steps} steps of {self.batch_size} · "
+        self.console.print(f"[bold]TextGrad[/] · {prompt_names} · {steps} steps of {self.batch_size} · "
                       f"val {val_total:.3f}")
 
         def update(name: str) -> str | None:
@@ -273,7 +285,7 @@ class TextGrad(Method):
                 optimizers[name].zero_grad()
 
         with ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="textgrad") as pool:
-            for step in track(range(1, self.steps + 1), "TextGrad steps", lm=ctx.lm):
+            for step in track(range(1, steps + 1), "TextGrad steps", lm=ctx.lm):
                 if cap_reached(ctx):  # a safe point: the best instructions so far are saved
                     break
                 while len(order) < self.batch_size:  # shuffled epochs over the training split
@@ -315,9 +327,20 @@ class TextGrad(Method):
                 history.append(entry)
                 config.save(folder.file("best_config.json"))
                 self.print_iteration(entry)
-        extras = {"implementation": f"textgrad {tg.__version__}", "parse_failures": parse_failures,
+        extras = {"implementation": f"textgrad {tg.__version__}", "steps": steps, "parse_failures": parse_failures,
                   "lm_calls": {role: e.calls for role, e in engines.items()},
                   "lm_batches": {role: list(e.batcher.batch_sizes) for role, e in engines.items()},
                   "final_val_mean": val_total / len(splits.val),
                   "changed": [n for n in prompt_names if config[n] != system.default_config()[n]]}
         return MethodOutcome(config=SystemConfig(config), history=history, extras={"textgrad": extras})
+
+    def prompt_proposer(self, pipeline, ctx) -> str:
+        return "lm"
+
+    def _steps(self, ctx) -> int:
+        """`steps`, else budget.iterations; in a matched-cost run, as many steps as the run cap pays for
+        (a step's forward pass alone is batch_size system runs), the cap stopping the rest."""
+        cap = ctx.caps.max_runs if self.budget.max_runs_from and ctx.caps is not None else None
+        if not self.steps_from_cap or cap is None:
+            return self.steps
+        return max(self.steps, math.ceil(cap / self.batch_size))

@@ -42,7 +42,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.lm.local.registry import is_local
 from optimas_cli.optim import Proposal, make_rng, score_value, setting
 from optimas_cli.optim.prompt_pool import Draft, draw, pool_drafts, worked_example
-from optimas_cli.system.component import Component
+from optimas_cli.system.component import Component, ConfigKind
 from optimas_cli.system.context import RunContext
 
 NO_INSTRUCTION = "(no instruction: the component's built-in behaviour)"
@@ -189,11 +189,20 @@ def meta_prompt(
 def resolve_proposer(proposer: str, optimizer_lm: str | None, ctx: RunContext) -> str:
     """`auto`: `mixed` for an embedded local optimizer LM (it cannot write good instructions alone), else `lm`."""
     if proposer not in PROPOSERS:
-        raise UserError(f"unknown prompt proposer {proposer!r}", f"set method.optimizer.prompt.proposer to one of {PROPOSERS}")
+        raise UserError(f"unknown prompt proposer {proposer!r}", f"set proposer=... (every method's) to one of {PROPOSERS}")
     if proposer != "auto":
         return proposer
     model = optimizer_lm or getattr(ctx.lm, "model", None)
     return "mixed" if isinstance(model, str) and is_local(model) else "lm"
+
+
+def loop_proposer(pipeline, optimizer: Mapping | None, optimizer_lm: str | None, ctx: RunContext) -> str | None:
+    """The proposer Algorithm 1's prompt search uses in this run (a method's `optimizer:` settings);
+    None for a pipeline without prompt components."""
+    if not any(c.kind is ConfigKind.PROMPT for c in pipeline.system.components.values()):
+        return None
+    prompt = dict((optimizer or {}).get("prompt") or {})
+    return resolve_proposer(str(prompt.get("proposer", "auto")), prompt.get("lm") or optimizer_lm, ctx)
 
 
 def sample_proposals(

@@ -9,7 +9,9 @@ A 135M optimizer LM mostly writes word salad, so the prompt search also draws fr
   shorten      the current best instruction without its last sentence;
   example      the current best instruction plus a worked example: the search input whose output
                the component's local reward scored highest, with that output.
-Edits apply to the best instruction found so far, so successive steps compose them.
+Edits apply to the best instruction found so far, so successive steps compose them. A search that
+takes its candidates up front (DSPy's MIPROv2) gets `fixed_drafts`: the same pool, drawn once from the
+original instruction.
 """
 from __future__ import annotations
 
@@ -74,6 +76,17 @@ def pool_drafts(component: Component, best: str, example: str | None) -> list[Dr
     if example and EXAMPLE_HEADER not in best:
         drafts.append(Draft(f"{best.strip()}\n\n{example}".strip(), "example"))
     return drafts
+
+
+def fixed_drafts(component: Component, instruction: str) -> list[Draft]:
+    """The pool as one fixed list of candidates for `instruction`: every draft but the worked example
+    (which needs a local reward to pick its input), without repeats or the instruction itself."""
+    seen, out = {_norm(instruction)}, []
+    for d in pool_drafts(component, instruction, None):
+        if d.text.strip() and _norm(d.text) not in seen:
+            seen.add(_norm(d.text))
+            out.append(d)
+    return out
 
 
 def draw(drafts: Sequence[Draft], usable, n: int, rng: np.random.Generator) -> list[Draft]:

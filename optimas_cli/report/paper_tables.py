@@ -7,6 +7,7 @@ from functools import lru_cache
 
 from optimas_cli.report.evidence import BASELINE, CellEvidence, cell_evidence
 from optimas_cli.report.formatting import Summary, Table, compact, number, percent, with_count
+from optimas_cli.report.proposers import proposer_label
 from optimas_cli.report.runs import Run
 from optimas_cli.report.variants import natural_key
 
@@ -51,7 +52,7 @@ def table2(runs: list[Run], sources: str) -> Table:
                   ["Pipeline", "Metric", *[method_label(m, v) for m, v in columns], "Optimas Δ"], left=2,
                   csv_headers=["pipeline", "metric", "method", "variant", "runs", "mean", "std",
                                "optimas_vs_best_baseline_pct", "best_baseline", "ci_low", "ci_high",
-                               "delta_vs_unoptimized", "delta_low", "delta_high", "ci_note"])
+                               "delta_vs_unoptimized", "delta_low", "delta_high", "ci_note", "proposer"])
     for i, pipeline in enumerate(pipelines):
         summaries = {c: test_summary(cells[(pipeline, *c)]) for c in columns if (pipeline, *c) in cells}
         evidence = pipeline_evidence(cells, pipeline, columns)
@@ -74,7 +75,7 @@ def table2(runs: list[Run], sources: str) -> Table:
                                    method_label(*best_base) if c == best_optimas and best_base else None,
                                    *((ev.ci.low, ev.ci.high) if ev.ci else (None, None)),
                                    *((ev.paired.estimate, ev.paired.low, ev.paired.high) if ev.paired else (None,) * 3),
-                                   ev.reason])
+                                   ev.reason, proposer_label(cells[(pipeline, *c)])])
     table.footnote = (
         "Test-split score, higher is better. A cell is the mean and its 95% bootstrap CI [low, high] over the "
         "test examples (and over the runs, when (×n) runs of one pipeline x method are averaged); †: the paired "
@@ -110,11 +111,11 @@ def table2_paired(runs: list[Run], sources: str) -> Table:
     scored = [r for r in runs if r.kind == "run"]
     cells = _group(scored, lambda r: (r.pipeline, r.method, r.variant))
     table = Table("table2_paired", "Table 2 · confidence and paired comparison with Unoptimized",
-                  ["Pipeline", "Method", "Runs", "Examples", "Repeats", "Mean", "95% CI", "Δ vs Unoptimized",
-                   "Δ 95% CI", "Note"], left=2,
+                  ["Pipeline", "Method", "Proposer", "Runs", "Examples", "Repeats", "Mean", "95% CI",
+                   "Δ vs Unoptimized", "Δ 95% CI", "Note"], left=3,
                   csv_headers=["pipeline", "method", "variant", "runs", "examples", "repeats", "effective_repeats",
                                "mean", "ci_low", "ci_high", "delta", "delta_low", "delta_high", "delta_excludes_zero",
-                               "paired_examples", "note"])
+                               "paired_examples", "note", "proposer"])
     for pipeline in sorted({p for p, _, _ in cells}):
         columns = sorted({(m, v) for p, m, v in cells if p == pipeline}, key=lambda c: method_key(*c))
         evidence = pipeline_evidence(cells, pipeline, columns)
@@ -124,7 +125,8 @@ def table2_paired(runs: list[Run], sources: str) -> Table:
             ci = ev.ci
             paired = ev.paired
             table.rows.append([
-                pipeline, method_label(*c), str(len(members)), str(ev.examples) if ci else "n/a",
+                pipeline, method_label(*c), proposer_label(members), str(len(members)),
+                str(ev.examples) if ci else "n/a",
                 _repeats(ev) if ci else "n/a", number(mean),
                 f"[{number(ci.low)}, {number(ci.high)}]" if ci else "n/a",
                 "—" if c[0] == BASELINE else (f"{paired.estimate:+.4f}" if paired else "n/a"),
@@ -136,13 +138,16 @@ def table2_paired(runs: list[Run], sources: str) -> Table:
                                    ev.repeats if ci else None, ev.effective, mean,
                                    *((ci.low, ci.high) if ci else (None, None)),
                                    *((paired.estimate, paired.low, paired.high, paired.excludes_zero) if paired
-                                     else (None,) * 4), ev.paired_n or None, ev.reason])
+                                     else (None,) * 4), ev.paired_n or None, ev.reason, proposer_label(members)])
     table.footnote = (
         "95% CI: percentile bootstrap over the test examples (each example's score averaged over its repeats), "
         "and over the runs when several seeds are averaged. Δ: the method's per-example score minus "
         "Unoptimized's on the examples both scored, with its paired-bootstrap 95% CI; †: the CI excludes 0, "
         "a difference the test set can tell from noise. Repeats: test repeats summed over runs, and how many "
         "of them were distinct (greedy decoding repeats the same outputs: 1 effective repeat per run). "
+        "Proposer: where the method's instruction candidates came from (lm: written by an LM; pool: the "
+        "pipeline's own instructions and edits; mixed: both; —: it searches no instructions); the verdict "
+        "table compares Optimas only with baselines of its proposer. "
         f"n/a: the run has no per-example traces (predictions.jsonl.gz), the reason is in Note. {sources}"
     )
     return table
@@ -212,10 +217,11 @@ def optimization_runs(ledger: dict, count: str = "runs") -> float | None:
 def table3(runs: list[Run], sources: str) -> Table:
     groups = _group(runs, lambda r: (r.pipeline, r.method, r.variant))
     table = Table("table3", "Table 3 · cost per pipeline and method",
-                  ["Pipeline", "Method", "n", "Paper runs", "Executed runs", "LM calls", "LM tokens", "Dollars",
-                   "Compute s"], left=2,
+                  ["Pipeline", "Method", "n", "Score", "Paper runs", "Executed runs", "Run cap", "LM calls",
+                   "LM tokens", "Dollars", "Compute s"], left=2,
                   csv_headers=["pipeline", "method", "variant", "runs", "paper_runs", "executed_runs", "system_runs",
-                               "lm_calls", "lm_tokens", "usd", "unpriced_calls", "compute_seconds"])
+                               "lm_calls", "lm_tokens", "usd", "unpriced_calls", "compute_seconds", "test_mean",
+                               "max_runs"])
     for pipeline, method, variant in sorted(groups, key=lambda k: (k[0], method_key(k[1], k[2]))):
         members = groups[(pipeline, method, variant)]
         ledgers = [r.results["ledger"] for r in members]
@@ -230,11 +236,17 @@ def table3(runs: list[Run], sources: str) -> Table:
         unpriced = _mean([ledger.get("unpriced_calls", 0) for ledger in ledgers])
         computed = [ledger["compute_seconds"] for ledger in ledgers if "compute_seconds" in ledger]
         compute = _mean(computed) if len(computed) == len(ledgers) else None  # older results.json lack it
+        score = test_summary(members).mean if all("test" in r.results for r in members) else None
+        caps = [(ledger.get("caps") or {}).get("max_runs") for ledger in ledgers]
+        cap = None if None in caps else _mean(caps)
         table.rows.append([pipeline, method_label(method, variant), str(len(members)),
-                           *["—" if v is None else compact(v) for v in (paper, executed, calls, tokens)],
+                           "n/a" if score is None else number(score),
+                           *["—" if v is None else compact(v) for v in (paper, executed)],
+                           "—" if cap is None else compact(cap),
+                           *["—" if v is None else compact(v) for v in (calls, tokens)],
                            dollars(usd, unpriced), "n/a" if compute is None else f"{compute:,.1f}"])
         table.csv_rows.append([pipeline, method, variant, len(members), paper, executed, system, calls, tokens,
-                               round(usd, 6), unpriced, "" if compute is None else compute])
+                               round(usd, 6), unpriced, "" if compute is None else compute, score, cap])
     table.footnote = (
         "n: runs averaged. Both run counts are equivalent full-system runs spent optimizing (the final "
         "validation and the test evaluation left out). Paper runs: the paper's accounting (Appendix G.4), one "
@@ -248,7 +260,10 @@ def table3(runs: list[Run], sources: str) -> Table:
         "included (cache hits cost no tokens). Dollars: API calls priced by litellm's cost map or lm.price, "
         "plus compute when compute.price_per_hour was set; calls to a model without a price are shown as "
         "unpriced, not as $0. Compute s: seconds of local generation and LRF/GRPO training (n/a: recorded "
-        f"before it was measured). With n > 1, each number is the mean over the runs. {sources}"
+        "before it was measured). Score: the mean test score (Table 2), beside what it cost. Run cap: "
+        "budget.max_runs, on executed runs; in a matched-cost sweep (experiment=table3_matched) it is what "
+        "Optimas spent, and each method stops at its first safe point past it (— : uncapped). "
+        f"With n > 1, each number is the mean over the runs. {sources}"
     )
     return table
 

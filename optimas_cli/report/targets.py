@@ -3,7 +3,9 @@ when the answer is no: pairs collected per component, the LRFs' test accuracy, a
 update with the validation delta its gate saw.
 
 Only the default Optimas runs count (every method setting at the value `method=optimas` composes to),
-as in Table 2's Δ, so a verdict is never the best of several variants.
+as in Table 2's Δ, so a verdict is never the best of several variants; the verdict per baseline also
+takes Optimas runs on another candidate space (`proposer=lm`), each compared only with baselines that
+searched the same candidates (report/proposers.py).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from optimas_cli.report.paper_tables import (
     method_label,
     test_summary,
 )
+from optimas_cli.report.proposers import NONE, proposer_of, without_proposer
 from optimas_cli.report.runs import Run
 
 OPTIMAS = "optimas"
@@ -111,32 +114,60 @@ def updates(members: list[Run]) -> tuple[int, list[str]]:
 
 
 def mean_table(runs: list[Run], sources: str) -> Table | None:
-    """Optimas' mean against each baseline's, averaged over the pipelines both ran."""
-    cells = _cells(runs)
-    means = {key: test_summary(members).mean for key, members in cells.items()}
-    ours = {k[0]: mean for k, mean in means.items() if k[1] == OPTIMAS}
-    columns = sorted({(m, v) for _, m, v in cells if m in BASELINES}, key=lambda c: method_key(*c))
+    """Optimas' mean against each baseline's, averaged over the pipelines both ran, on the same candidate
+    space: a baseline that searched instructions is compared with the Optimas runs whose proposer is its
+    own (report/proposers.py), one that searched none with the Optimas runs of every proposer."""
+    scored = [r for r in runs if r.kind == "run"]
+    ours_runs = [r for r in scored if r.method == OPTIMAS and _is_default(without_proposer(r.variant))]
+    ours = {key: test_summary(members).mean
+            for key, members in _group(ours_runs, lambda r: (r.pipeline, proposer_of(r.results))).items()}
+    theirs = {key: test_summary(members).mean for key, members in _group(
+        [r for r in scored if r.method in BASELINES],
+        lambda r: (r.pipeline, r.method, without_proposer(r.variant), proposer_of(r.results))).items()}
+    columns = sorted({key[1:] for key in theirs}, key=lambda c: (method_key(c[0], c[1]), str(c[2])))
+    proposers = sorted({q for _, q in ours}, key=str)
     if not ours or not columns:
         return None
-    table = Table("optimas_vs_baselines", "Optimas against each baseline, averaged over the pipelines both ran",
-                  ["Baseline", "Pipelines", "Baseline mean", "Optimas mean", "Optimas at least as good"], left=2,
-                  csv_headers=["method", "variant", "pipelines", "baseline_mean", "optimas_mean", "optimas_at_least"])
-    behind = []
-    for method, variant in columns:
-        shared = sorted(p for p in ours if (p, method, variant) in means)
-        if not shared:
-            continue
-        theirs = statistics.fmean(means[(p, method, variant)] for p in shared)
-        mine = statistics.fmean(ours[p] for p in shared)
-        ok = mine >= theirs - 1e-9  # means of equal scores may differ in the last bit
-        if not ok:
-            behind.append(method_label(method, variant))
-        table.rows.append([method_label(method, variant), ", ".join(shared), number(theirs), number(mine),
-                           "yes" if ok else "no"])
-        table.csv_rows.append([method, variant, " ".join(shared), theirs, mine, ok])
-    table.summary = ("**Optimas' mean is at least every baseline's.**" if not behind else
-                     f"**Optimas' mean is below {len(behind)} baseline(s): {', '.join(behind)}.**")
-    table.footnote = ("Each mean: the test scores of the pipelines listed (seeds averaged first), averaged with "
-                      "equal weight per pipeline, so a baseline run on fewer pipelines is compared on those "
-                      f"only. Metrics differ between pipelines (F1, accuracy); compare within a row. {sources}")
+    table = Table("optimas_vs_baselines", "Optimas against each baseline on the same candidate space, averaged over "
+                  "the pipelines both ran",
+                  ["Baseline", "Proposer", "Optimas proposer", "Pipelines", "Baseline mean", "Optimas mean",
+                   "Optimas at least as good"], left=3,
+                  csv_headers=["method", "variant", "proposer", "optimas_proposer", "pipelines", "baseline_mean",
+                               "optimas_mean", "optimas_at_least"])
+    behind, unmatched = [], []
+    for method, variant, proposer in columns:
+        label = method_label(method, variant)
+        for q in proposers if proposer is None else [proposer]:
+            shared = sorted(p for p, mine in ours if mine == q and (p, method, variant, proposer) in theirs)
+            if not shared:
+                continue
+            their_mean = statistics.fmean(theirs[(p, method, variant, proposer)] for p in shared)
+            our_mean = statistics.fmean(ours[(p, q)] for p in shared)
+            ok = our_mean >= their_mean - 1e-9  # means of equal scores may differ in the last bit
+            if not ok:
+                behind.append(f"{label} (vs Optimas {q or NONE})")
+            table.rows.append([label, proposer or NONE, q or NONE, ", ".join(shared), number(their_mean),
+                               number(our_mean), "yes" if ok else "no"])
+            table.csv_rows.append([method, variant, proposer, q, " ".join(shared), their_mean, our_mean, ok])
+        if proposer is not None and not any(mine == proposer for _, mine in ours):
+            unmatched.append((label, proposer))
+            pipelines = sorted(p for p, m, v, q in theirs if (m, v, q) == (method, variant, proposer))
+            their_mean = statistics.fmean(theirs[(p, method, variant, proposer)] for p in pipelines)
+            table.rows.append([label, proposer, NONE, ", ".join(pipelines), number(their_mean), "n/a",
+                               "not compared: no Optimas run searched these candidates"])
+            table.csv_rows.append([method, variant, proposer, None, " ".join(pipelines), their_mean, None, None])
+    compared = ("**Optimas' mean is at least that of every baseline it was compared with.**" if not behind else
+                f"**Optimas' mean is below {len(behind)} baseline(s): {', '.join(behind)}.**")
+    table.summary = compared + (" Not compared, for want of an Optimas run with their proposer: "
+                                + ", ".join(f"{label} ({q})" for label, q in unmatched)
+                                + f" (e.g. `optimas run -m experiment=table2 proposer={unmatched[0][1]}`)."
+                                if unmatched else "")
+    table.footnote = ("Proposer: where a method's instruction candidates came from (lm: written by an LM; pool: the "
+                      "pipeline's own instructions and edits; mixed: both; —: it searches no instructions). A baseline "
+                      "that searches instructions is compared only with Optimas runs of its own proposer, one that "
+                      "searches none with the Optimas runs of each proposer. Each mean: the test scores of the "
+                      "pipelines listed (seeds averaged first), averaged with equal weight per pipeline, so a baseline "
+                      "run on fewer pipelines is compared on those only. Metrics differ between pipelines (F1, "
+                      f"accuracy); compare within a row. {sources}")
     return table
+

@@ -28,6 +28,9 @@ class Budget:
     max_usd: Any = None
     max_runs: Any = None
     max_wall: Any = None
+    # Matched cost: a method name. Every other method's max_runs is what that method's run of the same
+    # pipeline, seed and budget in this sweep spent optimizing (flows/matched.py); it runs uncapped.
+    max_runs_from: str | None = None
 
     @classmethod
     def from_mapping(cls, cfg: Mapping | None) -> Budget:

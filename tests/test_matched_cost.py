@@ -1,0 +1,82 @@
+"""Matched cost (budget.max_runs_from): every other method's run cap is what the reference method's run of
+the same pipeline, seed and budget in the sweep spent optimizing (optimas_cli/flows/matched.py)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from optimas_cli.errors import UserError
+from optimas_cli.flows.matched import matched_max_runs
+from optimas_cli.flows.setup import build_context, build_pipeline
+from optimas_cli.system.run_folder import RunFolder
+from tests.test_methods_toys import ROOT
+
+
+def composed(*overrides: str):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def reference(sweep: Path, name: str, cfg, *, method: str = "optimas", seed: int | None = None, **budget) -> Path:
+    """A finished reference run: 80 runs in all, 30 of them final validation and test, so 50 optimizing."""
+    config = OmegaConf.to_container(cfg, resolve=True)
+    config["seed"] = cfg.seed if seed is None else seed
+    config["budget"].update(budget)
+    ledger = {"runs": 80.0, "by_phase": {"final_validation": {"runs": 5.0}, "test": {"runs": 15.0},
+                                         "test_initial": {"runs": 10.0}, "validation": {"runs": 20.0}}}
+    folder = sweep / name
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"pipeline": "toy_hint", "method": method, "config": config,
+                                                     "ledger": ledger}))
+    return folder
+
+
+def matched(cfg, sweep: Path, job: str = "1-toy_hint-dspy"):
+    return matched_max_runs(cfg, "toy_hint", sweep / job)
+
+
+def test_a_method_gets_what_the_reference_spent_optimizing(tmp_path):
+    cfg = composed("pipeline=toy_hint", "method=dspy", "budget.max_runs_from=optimas")
+    reference(tmp_path, "0-toy_hint-optimas", cfg)
+    reference(tmp_path, "2-toy_hint-optimas", cfg, seed=1)          # another seed's
+    reference(tmp_path, "3-toy_hint-optimas", cfg, train_size=99)   # another budget's
+    reference(tmp_path, "4-toy_hint-hbc", cfg, method="hbc")        # another method's
+    assert matched(cfg, tmp_path) == 50.0  # 80 minus final validation, test and test_initial
+    # the reference method itself runs uncapped, and without max_runs_from nothing is matched
+    assert matched(composed("pipeline=toy_hint", "method=optimas", "budget.max_runs_from=optimas"), tmp_path) is None
+    assert matched(composed("pipeline=toy_hint", "method=dspy"), tmp_path) is None
+
+
+def test_a_missing_or_ambiguous_reference_is_one_clear_error(tmp_path):
+    cfg = composed("pipeline=toy_hint", "method=dspy", "budget.max_runs_from=optimas")
+    with pytest.raises(UserError, match="no finished optimas run of pipeline toy_hint, seed 0") as err:
+        matched(cfg, tmp_path)
+    assert "list optimas first" in str(err.value)
+    reference(tmp_path, "0-toy_hint-optimas", cfg)
+    reference(tmp_path, "5-toy_hint-optimas", cfg)
+    with pytest.raises(UserError, match="2 optimas runs of pipeline toy_hint"):
+        matched(cfg, tmp_path)
+    both = composed("pipeline=toy_hint", "method=dspy", "budget.max_runs_from=optimas", "budget.max_runs=10")
+    with pytest.raises(UserError, match="both set the run cap"):
+        matched(both, tmp_path)
+
+
+def test_the_run_context_gets_the_matched_cap(tmp_path):
+    cfg = composed("pipeline=toy_hint", "method=global_reward", "budget.max_runs_from=optimas")
+    reference(tmp_path, "0-toy_hint-optimas", cfg)
+    ctx = build_context(cfg, build_pipeline(cfg), RunFolder(tmp_path / "1-toy_hint-global_reward"))
+    assert ctx.caps.limits() == {"max_runs": 50.0}
+
+
+def test_the_matched_experiment_runs_each_pipelines_optimas_before_its_other_methods():
+    from tests.test_sweeps import sweep_jobs
+
+    jobs, cfg = sweep_jobs("table3_matched")  # in the order Hydra's basic sweeper launches them
+    assert cfg.budget.max_runs_from == "optimas" and cfg.budget.max_runs is None and cfg.budget.name == "small"
+    for pipeline in {j["pipeline"] for j in jobs}:
+        methods = [j["method"] for j in jobs if j["pipeline"] == pipeline]
+        assert methods[0] == "optimas" and {"dspy", "textgrad", "hbc"} <= set(methods)
