@@ -161,14 +161,14 @@ class ReferenceSimilarityScorer:
             best = max(range(len(runs)), key=lambda s: (run_rewards[s][i], -s))
             if run_rewards[best][i] < threshold:
                 continue
-            kept.append((best, run_rewards[best][i]))
+            kept.append(run_rewards[best][i])
             run = runs[best][i]
             for name, step in run.steps.items():
                 if not step["skipped"]:
                     references[name][example_key(run.example, system.inputs)] = step["outputs"]
         summary = {
             "reference_inputs": len(kept), "inputs": len(runs[0]) if runs else 0, "samples": len(runs),
-            "reference_mean_reward": float(np.mean([r for _, r in kept])) if kept else 0.0,
+            "reference_mean_reward": float(np.mean(kept)) if kept else 0.0,
             "all_runs_mean_reward": float(np.mean(every)) if every else 0.0,
             "references_per_component": {n: len(r) for n, r in references.items()},
         }
