@@ -1,25 +1,20 @@
-"""hbc: candidate outputs scored by embedding similarity to the best unoptimized runs' outputs."""
+"""hbc: candidate outputs scored by embedding similarity to the same example's known-good reference output;
+prompt components only."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from optimas_cli.errors import UserError
 from optimas_cli.methods.hbc import HBC
-from optimas_cli.methods.scorers import ReferenceSimilarityScorer, TextEmbedder, input_key
-from optimas_cli.optim import choice, score_value
-from optimas_cli.system import (
-    Component,
-    CompoundSystem,
-    ConfigKind,
-    Metric,
-    Pipeline,
-    RunContext,
-    RunLedger,
-    Splits,
-)
+from optimas_cli.methods.scorers import ReferenceSimilarityScorer, TextEmbedder, example_key
+from optimas_cli.system import CompoundSystem, Metric, Pipeline, Splits, Trajectory
 from pipelines.toys import retriever
+from tests.fakes import ScriptedLM
 from tests.test_lrf_tiny_backbone import build_tiny_bert
 from tests.test_methods_toys import (
+    CAPITALS,
+    Answerer,
     capitals,
     capitals_lm,
     needs_pubmedqa,
@@ -45,100 +40,119 @@ def tiny_backbone(tmp_path_factory):
     return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
 
 
+def run_of(example: dict, steps: dict[str, tuple[dict, dict]]) -> Trajectory:
+    """A finished trajectory: component -> (its inputs, its outputs)."""
+    return Trajectory(example=example, state=dict(example),
+                      steps={n: {"inputs": x, "outputs": y, "skipped": False} for n, (x, y) in steps.items()})
+
+
+def writer_pipeline(train: list[dict]) -> Pipeline:
+    from optimas_cli.system import ConfigKind
+
+    writer = Answerer("writer", "writes", inputs=("q",), outputs=("answer",), kind=ConfigKind.PROMPT, default="Write.")
+    return Pipeline("writer", CompoundSystem([writer], inputs=("q",), outputs=("answer",)), Splits(train, [], []),
+                    Metric("r", lambda ex, out: 1.0))
+
+
 @pytest.mark.real_model
 def test_minilm_scorer_prefers_outputs_near_the_reference():
-    references = {"writer": [({"question": "What is the capital of France?"},
-                              {"answer": "Paris is the capital of France."})]}
-    scorer = ReferenceSimilarityScorer(references, {"writer": ("answer",)}, TextEmbedder("minilm", device="cpu"))
-    x = {"question": "Which city is the capital of France?"}  # not the reference's input: best match overall
-    near, far = scorer.score("writer", [x, x], [{"answer": "The capital of France is Paris."},
-                                                {"answer": "Bananas are a yellow fruit rich in potassium."}])
-    assert near > far
-    assert near > 0.8
+    example = {"q": "What is the capital of France?"}
+    references = {"writer": {example_key(example, ("q",)): {"answer": "Paris is the capital of France."}}}
+    scorer = ReferenceSimilarityScorer(references, {"writer": ("answer",)}, TextEmbedder("minilm", device="cpu"), ("q",))
+    scorer.observe([run_of(example, {"writer": (example, {"answer": "-"})})], None)
+    near, far = scorer.score("writer", [example, example], [{"answer": "The capital of France is Paris."},
+                                                            {"answer": "Bananas are a yellow fruit rich in potassium."}])
+    assert near > far and near > 0.8
 
 
-def test_an_input_is_scored_against_its_nearest_other_inputs_never_its_own_reference():
-    references = {"writer": [({"q": "one"}, {"answer": "aaaa"}), ({"q": "onf"}, {"answer": "bbbb"}),
-                             ({"q": "xyz"}, {"answer": "zzzz"})]}
-    scorer = ReferenceSimilarityScorer(references, {"writer": ("answer",)}, LetterCounts(), neighbors=1)
-    # "one"'s own reference is aaaa; its nearest other input is "onf", whose good output is bbbb.
-    [own, neighbour] = scorer.score("writer", [{"q": "one"}] * 2, [{"answer": "aaaa"}, {"answer": "bbbb"}])
-    assert neighbour == pytest.approx(1.0) and own < 0.5  # letter counts of "answer: aaaa" vs "answer: bbbb"
-    # an unseen input uses its nearest reference inputs too
-    assert scorer.score("writer", [{"q": "xyy"}] * 2, [{"answer": "zzzz"}, {"answer": "aaaa"}])[0] == pytest.approx(1)
+def test_a_candidate_is_scored_against_its_own_examples_reference():
+    """The paper's HBC: closeness to the known-good output of the same input (today's code compared with
+    the references of the nearest OTHER inputs: "aaaa" below scored < 0.5 and "bbbb" 1.0)."""
+    one, onf = {"q": "one"}, {"q": "onf"}
+    references = {"writer": {example_key(one, ("q",)): {"answer": "aaaa"}, example_key(onf, ("q",)): {"answer": "bbbb"}}}
+    scorer = ReferenceSimilarityScorer(references, {"writer": ("answer",), "reader": ("x",)}, LetterCounts(), ("q",))
+    # The loop's search trajectories: the writer's inputs there are what the optimizer scores.
+    scorer.observe([run_of(one, {"writer": ({"q": "one", "notes": "n1"}, {"answer": "?"})}),
+                    run_of(onf, {"writer": ({"q": "onf", "notes": "n2"}, {"answer": "?"})})], None)
+    inputs = [{"q": "one", "notes": "n1"}] * 2 + [{"q": "onf", "notes": "n2"}]
+    own, other, theirs = scorer.score("writer", inputs, [{"answer": "aaaa"}, {"answer": "bbbb"}, {"answer": "bbbb"}])
+    assert own == pytest.approx(1.0) and theirs == pytest.approx(1.0) and other < 0.5
+    assert scorer.score("writer", [{"q": "xyz", "notes": ""}], [{"answer": "aaaa"}]) == [0.0]  # no example known
     assert scorer.score("reader", [{"q": "one"}], [{"x": "y"}]) == [0.0]  # no reference: no preference
-    only_own = ReferenceSimilarityScorer({"writer": references["writer"][:1]}, {"writer": ("answer",)}, LetterCounts())
-    assert only_own.score("writer", [{"q": "one"}], [{"answer": "aaaa"}]) == [0.0]  # nothing but itself: no preference
 
 
-class FirstOrLast(Component):
-    """A global choice: the first or the last word of the query."""
-
-    def __init__(self):
-        super().__init__("picker", "picks a word", ("q",), ("word",), kind=ConfigKind.CHOICE, default="first",
-                         choices=("first", "last"))
-
-    def forward(self, inputs, value, ctx):
-        return [{"word": x["q"].split()[0 if value == "first" else -1]} for x in inputs]
-
-
-def test_hbc_can_prefer_a_value_other_than_the_current_one():
-    """With references from each input itself, the unoptimized value reproduced them exactly and
-    always won (1.0 against its own reference); from the other inputs' good outputs, "last" wins."""
-    system = CompoundSystem([FirstOrLast()], inputs=("q",), outputs=("word",))
-    pipeline = Pipeline("words", system, Splits([], [], []), Metric("r", lambda ex, out: 1.0))
-    train = [{"q": "sat cat"}, {"q": "cat sat"}]
-    ctx = RunContext(ledger=RunLedger(1))
-    trajs = system.run(train, system.default_config(), ctx)
-    scorer, _ = ReferenceSimilarityScorer.from_runs(pipeline, trajs, [1.0, 1.0], LetterCounts(), 1.0, neighbors=1)
-    search = [t.steps["picker"]["inputs"] for t in trajs]
-    current, _, _ = score_value(system.components["picker"], "first", search, scorer, ctx)
-    other, _, _ = score_value(system.components["picker"], "last", search, scorer, ctx)
-    assert other == pytest.approx(1.0) and current < 0.9
-    proposal = choice.propose(system.components["picker"], "first", search, scorer, ctx, {"temperature": 0.01})
-    assert proposal.value == "last" and proposal.local_score > proposal.baseline_score
+def test_references_are_each_examples_best_sampled_run_among_the_top_runs():
+    pipeline = writer_pipeline([])
+    examples = [{"q": q} for q in ("a", "b", "c")]
+    outputs = [["a0", "b0", "c0"], ["a1", "b1", "c1"]]  # runs[s][i]: sample s on example i
+    rewards = [[0.2, 0.9, 0.1], [0.8, 0.9, 0.0]]
+    runs = [[run_of(ex, {"writer": (ex, {"answer": out})}) for ex, out in zip(examples, sample, strict=True)]
+            for sample in outputs]
+    scorer, summary = ReferenceSimilarityScorer.from_runs(pipeline, runs, rewards, LetterCounts(), top_fraction=0.5)
+    # The top half of the six runs' rewards is >= 0.8: a's best is sample 1, b's the first of its tie, c has none.
+    kept = {example_key({"q": q}, ("q",)): LetterCounts().encode([f"answer: {a}"])[0] for q, a in (("a", "a1"), ("b", "b0"))}
+    assert set(scorer.references["writer"]) == set(kept)
+    assert all(np.allclose(scorer.references["writer"][k], v) for k, v in kept.items())
+    assert summary["reference_inputs"] == 2 and summary["reference_mean_reward"] == pytest.approx(0.85)
+    assert summary["samples"] == 2 and summary["inputs"] == 3
 
 
-def test_references_come_from_the_highest_reward_runs():
-    pipeline = retriever.build()
-    system = pipeline.system
-    trajs = system.run(pipeline.splits.train, system.default_config(), RunContext(ledger=RunLedger(2)))
-    run_rewards = [0.1, 0.9, 0.5, 0.2]
-    scorer, summary = ReferenceSimilarityScorer.from_runs(pipeline, trajs, run_rewards, LetterCounts(), 0.5)
-    assert summary["reference_runs"] == 2 and summary["reference_mean_reward"] == pytest.approx(0.7)
-    assert set(scorer.reference_keys["retriever"]) == {input_key(trajs[i].steps["retriever"]["inputs"]) for i in (1, 2)}
+def lucky_capitals_lm():
+    """The capitals toy's LM, except that the answerer's sample 1 at temperature 1 names the capital."""
+    scripted = capitals_lm().answer
+
+    def answer(request):
+        user = request.messages[-1]["content"]
+        if user.startswith("Question: ") and request.temperature == 1.0 and request.sample_index == 1:
+            return next(capital for country, capital in CAPITALS if country in user)
+        return scripted(request)
+
+    return ScriptedLM(answer)
 
 
-def test_runs_end_to_end_on_the_capitals_toy(tmp_path, tiny_backbone):
+def test_hbc_clones_the_best_sampled_run_and_keeps_what_beats_the_unoptimized_system(tmp_path, tiny_backbone):
     pipeline = capitals()
-    method = HBC(budget=smoke_budget(iterations=2), backbone=tiny_backbone, device="cpu", top_fraction=0.5)
-    outcome, test, ctx = optimize_and_test(method, pipeline, pipeline.splits, capitals_lm(), tmp_path)
-    assert set(outcome.config) == {"asker", "answerer"} and all(isinstance(v, str) for v in outcome.config.values())
-    # Every unoptimized run scores 0, so every reference says "I am not sure.": cloning them, HBC scores
-    # the scripted good instruction's answers (the capitals) below the current prompts and keeps them.
-    assert [h.accepted for h in outcome.history] == [False, False]
-    assert all(h.note == "the local optimizer kept the current value" for h in outcome.history)
-    assert outcome.config.to_dict() == pipeline.system.default_config().to_dict()
-    assert test["mean"] == 0.0 and test["n"] == 2
+    budget = smoke_budget(iterations=2)
+    method = HBC(budget=budget, backbone=tiny_backbone, device="cpu", top_fraction=0.25, samples=3,
+                 scheduler="round_robin")
+    outcome, test, ctx = optimize_and_test(method, pipeline, pipeline.splits, lucky_capitals_lm(), tmp_path)
     info = outcome.extras["hbc"]
-    assert info["reference_runs"] == 3 and info["references_per_component"]["answerer"] == 3
-    assert ctx.ledger.equivalent_runs("reference_collection") == pytest.approx(len(pipeline.splits.train))
+    # Greedy runs answer "I am not sure." (reward 0); sample 1 names each capital: every search input's reference.
+    assert info["reference_inputs"] == budget.search_size and info["reference_mean_reward"] == 1.0
+    assert ctx.ledger.equivalent_runs("reference_collection") == pytest.approx(3 * budget.search_size)
+    # Round robin: the asker's candidates read less like its references than its own output (kept), the
+    # answerer's instruction that names capitals reads like them and passes validation.
+    assert [(h.component, h.accepted) for h in outcome.history] == [("asker", False), ("answerer", True)]
+    assert "city" in outcome.config["answerer"] and test["mean"] == 1.0
+    assert info["optimized"] == ["asker", "answerer"] and info["left_unchanged"] == {}
+    # At temperature 0 nothing can vary: one run per input, not three copies of it.
+    greedy = HBC(budget=budget, backbone=tiny_backbone, device="cpu", samples=3, temperature=0.0)
+    _, _, ctx = optimize_and_test(greedy, pipeline, pipeline.splits, lucky_capitals_lm(), tmp_path / "greedy")
+    assert ctx.ledger.equivalent_runs("reference_collection") == pytest.approx(budget.search_size)
+
+
+def test_without_a_prompt_component_hbc_says_it_does_not_apply(tmp_path, tiny_backbone):
+    pipeline = retriever.build()  # one per-instance choice and a fixed reader
+    method = HBC(budget=smoke_budget(), backbone=tiny_backbone, device="cpu")
+    with pytest.raises(UserError, match=r"hbc optimizes prompt components.*retriever: choice.*no choice value"):
+        optimize_and_test(method, pipeline, pipeline.splits, capitals_lm(), tmp_path)
 
 
 @needs_pubmedqa
-def test_runs_end_to_end_on_pubmedqa(tmp_path, tiny_backbone):
+def test_hbc_leaves_choice_components_unchanged_and_says_so(tmp_path, tiny_backbone):
+    from rich.console import Console
+
     pipeline, splits = pubmedqa_smoke()
-    method = HBC(budget=smoke_budget(iterations=2), backbone=tiny_backbone, device="cpu")
+    console = Console(record=True, width=200)
+    method = HBC(budget=smoke_budget(iterations=3), backbone=tiny_backbone, device="cpu", console=console)
     outcome, test, ctx = optimize_and_test(method, pipeline, splits, pubmedqa_lm(pipeline), tmp_path)
-    for name in ("context_model_selector", "solver_model_selector"):
-        assert outcome.config[name] in pipeline.system.components[name].choices or isinstance(outcome.config[name], dict)
-    # The solver is right only on gemma; the seed schedules the problem solver's prompt and the context
-    # model, neither of which changes the solver's model: every candidate ties at 0 on validation and a
-    # tie is rejected, so the test score stays the unoptimized system's 0.
-    assert [h.component for h in outcome.history] == ["problem_solver", "context_model_selector"]
-    assert not any(h.accepted for h in outcome.history)
-    gated = [h for h in outcome.history if h.val_candidate is not None]
-    assert all(h.val_candidate == h.val_before == 0.0 for h in gated)
-    assert outcome.config["solver_model_selector"] == pipeline.system.default_config()["solver_model_selector"]
-    assert test["mean"] == 0.0 and test["n"] == 4
-    assert {"reference_collection", "local_optimization", "validation"} <= set(ctx.ledger.to_dict()["by_phase"])
+    choices = [n for n, c in pipeline.system.components.items() if c.kind.value == "choice"]
+    assert choices == ["context_model_selector", "solver_model_selector"]
+    # Only the prompt components are ever optimized; the model selectors keep their unoptimized values.
+    assert outcome.history and {h.component for h in outcome.history} <= {"context_analyst", "problem_solver"}
+    default = pipeline.system.default_config()
+    assert all(outcome.config[n] == default[n] for n in choices)
+    info = outcome.extras["hbc"]
+    assert info["left_unchanged"] == {n: "choice" for n in choices} and "no choice value" in info["left_unchanged_why"]
+    assert "leaves context_model_selector (choice), solver_model_selector (choice) unchanged" in console.export_text()
+    assert {"reference_collection", "local_optimization"} <= set(ctx.ledger.to_dict()["by_phase"])

@@ -51,14 +51,22 @@ def optimize(method, metric, tiny_model, tiny_lm, tmp_path):
     return outcome, ctx.ledger.to_dict()["by_phase"]
 
 
-def test_sysdpo_trains_both_nodes_from_dbs_trajectory_pairs(tiny_model, tiny_lm, tmp_path):
-    method = SysDPO(smoke_budget(iterations=2, search_size=3), k=2, steps=2, batch_size=4, learning_rate=1e-3)
+@pytest.mark.parametrize("variant", ["sampling", "direct"])
+def test_sysdpo_trains_both_nodes_from_dbs_preference_pairs(variant, tiny_model, tiny_lm, tmp_path):
+    method = SysDPO(smoke_budget(iterations=2, search_size=3), variant=variant, k=2, steps=2, batch_size=4,
+                    learning_rate=1e-3)
     outcome, phases = optimize(method, ANSWERED, tiny_model, tiny_lm, tmp_path)
     # k = 2 at each node: per input 2 reader outputs and 4 answers, every one counted as a node execution.
+    # The sampling estimator re-scores answers under the other reader output without running anything.
     assert phases["local_optimization"]["component_executions"] == {"evidence_reader": 12, "answerer": 24}
-    entry = next(e.details for e in outcome.history if e.details["updated"])
+    updated = [e.details for e in outcome.history if e.details["updated"]]
+    assert len(updated) == 2  # both iterations found pairs
+    entry = updated[0]
     assert entry["pairs"] > 0 and entry["margin_after"] > entry["margin_before"]
-    assert outcome.extras["sysdpo"]["sampling"] == "dbs"
+    # One AdamW for the whole run: its step count goes on from one iteration to the next.
+    assert [e["optimizer_steps"] for e in updated] == [2 * (i + 1) for i in range(len(updated))]
+    info = outcome.extras["sysdpo"]
+    assert (info["variant"], info["final_output_node"], info["sampling"]) == (variant, "answerer", "dbs")
     rates = outcome.extras["sysdpo"]["distinct_candidate_rate"]  # distinct texts / texts drawn, per node
     assert set(rates) == {"evidence_reader", "answerer"} and all(0.5 <= r <= 1.0 for r in rates.values())
 
@@ -73,8 +81,10 @@ def test_reinforce_trains_both_nodes_from_global_rewards(tiny_model, tiny_lm, tm
 def test_sysdpo_needs_two_candidates_per_node():
     from optimas_cli.errors import UserError
 
-    with pytest.raises(UserError, match="cancel"):
+    with pytest.raises(UserError, match="no preference pair.*cancel between the preferred and the rejected"):
         SysDPO(smoke_budget(), k=1)
+    with pytest.raises(UserError, match="unknown method.variant='joint'"):
+        SysDPO(smoke_budget(), variant="joint")
     with pytest.raises(UserError, match="unknown sampling"):
         SysDPO(smoke_budget(), sampling="nucleus")
 

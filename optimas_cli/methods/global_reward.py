@@ -66,13 +66,18 @@ class ScoredLoopBaseline(Method):
     def prompt_proposer(self, pipeline, ctx):
         return loop_proposer(pipeline, self.optimizer, self.optimizer_lm, ctx)
 
+    def components(self, pipeline: Pipeline) -> list[str] | None:
+        """The components the loop may pick (None: every optimizable one)."""
+        return None
+
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         view = with_global_choices(pipeline)
         scorer, extras = self.make_scorer(view, splits, ctx, folder)
         settings = LoopSettings.from_budget(self.budget, self.scheduler, self.optimizer, self.seed,
                                             str(folder.file("adapters")), self.gate, self.gate_alpha, self.optimizer_lm)
+        names = self.components(view)
         loop = OptimasLoop(view, splits.train, splits.val, ctx, scorer, settings, folder, adapt=None,
-                           on_iteration=self.print_iteration)
+                           on_iteration=self.print_iteration, schedulable=None if names is None else lambda: names)
         self.console.print(f"[bold]Algorithm 1 ({self.label})[/] · {settings.iterations} iterations, "
                            f"scheduler {self.scheduler}")
         config, history = loop.run()

@@ -9,9 +9,9 @@ candidate output:
   pipeline's global metric. Exact but costly: every score is a partial system run, counted in the
   ledger.
 - ReferenceSimilarityScorer (hierarchical behaviour cloning, HBC): cosine similarity between the
-  embedding of a candidate output and the reference outputs of the nearest OTHER inputs, taken
-  from the highest-reward runs of the unoptimized system. Cheap, but only as good as "looks like a
-  good output" is at predicting "leads to a good final answer".
+  embedding of a candidate output and the known-good reference output of the same example, taken
+  from the highest-reward sampled run of the unoptimized system there. Cheap, but only as good as
+  "looks like a good output" is at predicting "leads to a good final answer".
 """
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ from optimas_cli.system.evaluate import rewards
 def input_key(inputs: Mapping) -> str:
     """A component input as a hashable key (values may be lists or dicts)."""
     return json.dumps(inputs, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def example_key(example: Mapping, system_inputs: Sequence[str]) -> str:
+    """An example by its system inputs (its gold fields left out)."""
+    return input_key({f: example.get(f) for f in system_inputs})
 
 
 def output_text(outputs: Mapping, fields: Sequence[str]) -> str:
@@ -118,71 +123,75 @@ class TextEmbedder:
 
 
 class ReferenceSimilarityScorer:
-    """HBC's r_k: mean cosine similarity of a candidate output to the reference outputs of the
-    `neighbors` training inputs nearest to its own input (by the embedding of the input fields).
+    """HBC's r_k: cosine similarity of a candidate output to the known-good reference output of
+    the same example, i.e. C_k's output in the highest-reward sampled run on that example.
 
-    `references[name]` is a list of (inputs, outputs) of component `name` from high-reward runs.
-    A reference whose input is the scored input itself is never used: it is the unoptimized
-    system's own output there, and cloning it would make the current configuration win by
-    construction. Behaviour cloning means moving toward the known-good outputs of similar inputs.
-    A component with no usable reference scores every candidate 0 (no preference).
+    `references[name][example]` is component `name`'s output in the reference run of the example
+    (keyed by `example_key`). A scored component input is traced back to its example through the
+    loop's search trajectories (`observe`), so a downstream component's candidates are compared with
+    the reference even after upstream changes altered their inputs. A candidate whose example has no
+    reference scores 0 (no preference).
     """
 
-    def __init__(self, references: Mapping[str, Sequence[tuple[dict, dict]]], output_fields: Mapping[str, Sequence[str]],
-                 embedder: TextEmbedder, neighbors: int = 3):
-        if neighbors < 1:
-            raise ValueError("neighbors must be >= 1")
+    def __init__(self, references: Mapping[str, Mapping[str, dict]], output_fields: Mapping[str, Sequence[str]],
+                 embedder: TextEmbedder, system_inputs: Sequence[str]):
         self.embedder, self.output_fields = embedder, {k: tuple(v) for k, v in output_fields.items()}
-        self.neighbors = int(neighbors)
-        self.references: dict[str, np.ndarray] = {}  # reference outputs' embeddings
-        self.reference_inputs: dict[str, np.ndarray] = {}  # their inputs' embeddings
-        self.reference_keys: dict[str, list[str]] = {}
-        for name, refs in references.items():
-            if not refs:
-                continue
-            fields = self.output_fields[name]
-            self.references[name] = embedder.encode([output_text(out, fields) for _, out in refs])
-            self.reference_inputs[name] = embedder.encode([output_text(x, sorted(x)) for x, _ in refs])
-            self.reference_keys[name] = [input_key(x) for x, _ in refs]
+        self.system_inputs = tuple(system_inputs)
+        self.references: dict[str, dict[str, np.ndarray]] = {}  # component -> example -> reference embedding
+        for name, by_example in references.items():
+            if by_example:
+                vectors = embedder.encode([output_text(out, self.output_fields[name]) for out in by_example.values()])
+                self.references[name] = dict(zip(by_example, vectors, strict=True))
+        self._example_of: dict[tuple[str, str], str] = {}
 
     @classmethod
-    def from_runs(cls, pipeline: Pipeline, trajectories: Sequence[Trajectory], run_rewards: Sequence[float],
-                  embedder: TextEmbedder, top_fraction: float = 0.25,
-                  neighbors: int = 3) -> tuple[ReferenceSimilarityScorer, dict]:
-        """References from the best `top_fraction` of runs (at least one), with a summary for results.json."""
+    def from_runs(cls, pipeline: Pipeline, runs: Sequence[Sequence[Trajectory]], run_rewards: Sequence[Sequence[float]],
+                  embedder: TextEmbedder, top_fraction: float = 0.25) -> tuple[ReferenceSimilarityScorer, dict]:
+        """References from sampled runs: runs[s][i] is sample s on example i. An example's reference run
+        is its highest-reward sample (the first on ties), kept when that reward is among the top
+        `top_fraction` of all the runs' rewards (the known-good ones); a summary for results.json."""
         if not 0 < top_fraction <= 1:
             raise ValueError("top_fraction must be in (0, 1]")
-        order = sorted(range(len(trajectories)), key=lambda i: -run_rewards[i])
-        keep = order[: max(1, math.ceil(top_fraction * len(order)))]
         system = pipeline.system
-        references: dict[str, list[tuple[dict, dict]]] = {name: [] for name in system.order}
-        for i in keep:
-            for name, step in trajectories[i].steps.items():
+        every = sorted((r for sample in run_rewards for r in sample), reverse=True)
+        threshold = every[max(1, math.ceil(top_fraction * len(every))) - 1] if every else math.inf
+        references: dict[str, dict[str, dict]] = {name: {} for name in system.order}
+        kept = []
+        for i in range(len(runs[0]) if runs else 0):
+            best = max(range(len(runs)), key=lambda s: (run_rewards[s][i], -s))
+            if run_rewards[best][i] < threshold:
+                continue
+            kept.append(run_rewards[best][i])
+            run = runs[best][i]
+            for name, step in run.steps.items():
                 if not step["skipped"]:
-                    references[name].append((step["inputs"], step["outputs"]))
-        fields = {name: comp.outputs for name, comp in system.components.items()}
+                    references[name][example_key(run.example, system.inputs)] = step["outputs"]
         summary = {
-            "reference_runs": len(keep),
-            "reference_mean_reward": float(np.mean([run_rewards[i] for i in keep])) if keep else 0.0,
-            "all_runs_mean_reward": float(np.mean(run_rewards)) if len(run_rewards) else 0.0,
+            "reference_inputs": len(kept), "inputs": len(runs[0]) if runs else 0, "samples": len(runs),
+            "reference_mean_reward": float(np.mean(kept)) if kept else 0.0,
+            "all_runs_mean_reward": float(np.mean(every)) if every else 0.0,
             "references_per_component": {n: len(r) for n, r in references.items()},
-            "neighbors": neighbors,
         }
-        return cls(references, fields, embedder, neighbors), summary
+        fields = {name: comp.outputs for name, comp in system.components.items()}
+        return cls(references, fields, embedder, system.inputs), summary
+
+    def observe(self, trajectories: Sequence[Trajectory], config: SystemConfig) -> None:
+        """Map each component input of the loop's search trajectories to its example."""
+        self._example_of = {}
+        for traj in trajectories:
+            for name, step in traj.steps.items():
+                if not step["skipped"]:
+                    key = (name, input_key(step["inputs"]))
+                    self._example_of.setdefault(key, example_key(traj.example, self.system_inputs))
 
     def score(self, component_name: str, inputs: list[dict], outputs: list[dict]) -> list[float]:
-        refs = self.references.get(component_name)
-        if refs is None:
-            return [0.0] * len(outputs)
-        fields = self.output_fields[component_name]
-        cand = self.embedder.encode([output_text(out, fields) for out in outputs])
-        sims = cand @ refs.T  # rows: candidates, columns: references (unit vectors: cosine)
-        near = self.embedder.encode([output_text(x, sorted(x)) for x in inputs]) @ self.reference_inputs[component_name].T
-        keys = self.reference_keys[component_name]
-        scores = []
-        for row, x in enumerate(inputs):
-            own = input_key(x)
-            others = [j for j in range(len(keys)) if keys[j] != own]
-            nearest = sorted(others, key=lambda j: -near[row, j])[: self.neighbors]
-            scores.append(float(np.mean([sims[row, j] for j in nearest])) if nearest else 0.0)
+        refs = self.references.get(component_name, {})
+        examples = [self._example_of.get((component_name, input_key(x))) for x in inputs]
+        rows = [i for i, ex in enumerate(examples) if ex in refs]
+        scores = [0.0] * len(outputs)
+        if rows:
+            fields = self.output_fields[component_name]
+            cand = self.embedder.encode([output_text(outputs[i], fields) for i in rows])
+            for vector, i in zip(cand, rows, strict=True):
+                scores[i] = float(vector @ refs[examples[i]])  # unit vectors: cosine
         return scores

@@ -1,58 +1,95 @@
-"""SysDPO-Sampling: joint DPO over a DAG of local models from final-output preferences.
+"""SysDPO: joint DPO over a DAG of local models from final-output preferences (seed 003).
 
 Per training input, k candidates at each trainable node (diverse beam search by default, or
-temperature sampling), each carried through the rest of the system; every pair of the input's
-trajectories whose global rewards differ is a preference (ties skipped), and the trajectory-level
-DPO loss, factorized over the nodes (optim/sysdpo.py), trains all nodes' adapters at once.
-Reference: the adapter-free base model. Evaluation decodes greedily (the run's LM settings).
+temperature sampling), each carried through the rest of the system; the input's final outputs are
+ranked by the global reward (ties skipped) and the DPO loss, factorized over the nodes
+(optim/sysdpo.py), trains all nodes' adapters at once. `variant` picks how an output is scored:
+
+- sampling (SysDPO-Sampling, the default): under the input's shared sampled intermediates,
+  log sum_alpha p(y^alpha | x) p(z | x, y^alpha); the preferred and the rejected output see the same
+  intermediates, so with one of them its terms would cancel.
+- direct (SysDPO-Direct on self-generated data): each output by the trajectory that produced it.
+
+One AdamW over the adapters is kept across iterations. Reference: the adapter-free base model.
+Evaluation decodes greedily (the run's LM settings).
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+
+import torch
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.methods.joint_weights import JointSettings, node_segments, optimize_jointly, trainable_nodes
 from optimas_cli.optim.rollouts import Branching, distinct_candidate_rates, sample_rollouts
-from optimas_cli.optim.sysdpo import SysDPOTrainer, preference_pairs
+from optimas_cli.optim.sysdpo import SysDPOTrainer, direct_pairs, sampling_pairs
+from optimas_cli.system import CompoundSystem
 from optimas_cli.system.budget import Budget
+
+VARIANTS = ("sampling", "direct")
+
+
+def final_output_node(system: CompoundSystem, trainable: list[str]) -> str | None:
+    """The trainable node whose completion is the system's final output; None when a fixed
+    component (e.g. Amazon's decider) writes it."""
+    writer = [n for n in system.order if set(system.components[n].outputs) & set(system.outputs)][-1]
+    return writer if writer in trainable else None
 
 
 class SysDPO(Method):
-    def __init__(self, budget: Budget, name: str = "sysdpo", console=None, seed: int = 0, sampling: str = "dbs", k: int = 2,
-                 beta: float = 0.1, diversity_penalty: float = 20.0, temperature: float = 1.0, steps: int = 4,
-                 batch_size: int = 4, learning_rate: float = 1e-4, lora: dict | None = None):
+    def __init__(self, budget: Budget, name: str = "sysdpo", console=None, seed: int = 0, variant: str = "sampling",
+                 sampling: str = "dbs", k: int = 2, beta: float = 0.1, diversity_penalty: float = 20.0,
+                 temperature: float = 1.0, steps: int = 4, batch_size: int = 4, learning_rate: float = 1e-4,
+                 lora: dict | None = None):
+        if variant not in VARIANTS:
+            raise UserError(f"unknown method.variant={variant!r}", f"use one of {', '.join(VARIANTS)}")
         if int(k) < 2:
-            raise UserError(f"method.k={k}: with one candidate per node the node terms of SysDPO cancel",
-                            "use method.k=2 or more")
+            raise UserError(
+                f"method.k={k}: with one candidate per node every input has a single final output, so there is no "
+                "preference pair; and with one sampled intermediate its terms p(y | Pa(y)) would cancel between the "
+                "preferred and the rejected output (seed 003), so only the final node could learn",
+                "use method.k=2 or more")
         super().__init__(name, budget, console)
-        self.seed = int(seed)
+        self.seed, self.variant = int(seed), variant
         self.branching = Branching(int(k), sampling, float(temperature), float(diversity_penalty))
         self.beta, self.steps, self.batch_size = float(beta), int(steps), int(batch_size)
         self.learning_rate, self.lora = float(learning_rate), dict(lora or {})
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
+        system = pipeline.system
         nodes = trainable_nodes(pipeline, self.name)
+        final = final_output_node(system, nodes)
+        optimizers: dict[str, torch.optim.Optimizer] = {}  # one AdamW, built with the adapters, kept after
 
         def sample(config, examples, octx, iteration):
             # DBS is deterministic; temperature sampling draws fresh candidates each iteration.
-            return sample_rollouts(pipeline.system, examples, config, octx, nodes, self.branching,
-                                   sample_index=iteration)
+            return sample_rollouts(system, examples, config, octx, nodes, self.branching, sample_index=iteration)
+
+        def pairs_of(group) -> list:
+            trajectories, scores = [t for t, _, _ in group], [s for _, s, _ in group]
+            if self.variant == "direct":
+                return direct_pairs(trajectories, scores)
+            return sampling_pairs(trajectories, scores, final, [z for _, _, z in group])
 
         def update(policies, rollouts, scores, iteration):
             by_input = defaultdict(list)
             for rollout, score in zip(rollouts, scores, strict=True):
-                by_input[rollout.source].append((node_segments(policies, rollout), score))
-            pairs = [pair for group in by_input.values()
-                     for pair in preference_pairs([t for t, _ in group], [s for _, s in group])]
+                output = json.dumps(rollout.trajectory.final(system.outputs), sort_keys=True, default=str)
+                by_input[rollout.source].append((node_segments(policies, rollout), score, output))
+            pairs = [pair for group in by_input.values() for pair in pairs_of(group)]
             if not pairs:
-                return {"updated": False, "pairs": 0, "note": "every trajectory of every input tied"}
-            trainer = SysDPOTrainer(policies, pairs, self.beta, self.learning_rate)
+                return {"updated": False, "pairs": 0, "note": "every final output of every input tied"}
+            if "adamw" not in optimizers:
+                optimizers["adamw"] = torch.optim.AdamW(policies.parameters, lr=self.learning_rate)
+            trainer = SysDPOTrainer(policies, pairs, self.beta, optimizers["adamw"])
             return {"updated": True, **trainer.train(self.steps, self.batch_size, seed=self.seed + iteration)}
 
         settings = JointSettings(self.budget.iterations, self.budget.search_size, self.lora)
         outcome = optimize_jointly(pipeline, splits, ctx, folder, settings, self.name, sample, update, self.console)
-        outcome.extras[self.name].update(sampling=self.branching.sampling, k=self.branching.k, beta=self.beta,
+        outcome.extras[self.name].update(variant=self.variant, final_output_node=final,
+                                         sampling=self.branching.sampling, k=self.branching.k, beta=self.beta,
                                          diversity_penalty=self.branching.diversity_penalty,
                                          distinct_candidate_rate=distinct_candidate_rates(ctx.ledger))
         return outcome
