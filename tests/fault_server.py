@@ -31,10 +31,14 @@ FAILURES = {
 class FaultServer:
     """`mode` is read per request, so a test can switch it (e.g. good, then 500s, then good again)."""
 
-    def __init__(self, mode: str = "good", models: tuple[str, ...] = ("served",)):
+    def __init__(self, mode: str = "good", models: tuple[str, ...] = ("served",), script: list[str] | None = None,
+                 port: int = 0, stop_after: int | None = None):
         self.mode, self.models = mode, models
+        self.script = list(script or [])  # modes for the first chat requests, in arrival order; then `mode`
+        self.stop_after = stop_after  # answer this many chat requests, then go away (connection refused)
+        self._lock = threading.Lock()
         self.chat_requests = 0
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -45,6 +49,10 @@ class FaultServer:
     def __enter__(self) -> FaultServer:
         self.thread.start()
         return self
+
+    @property
+    def port(self) -> int:
+        return self.httpd.server_address[1]
 
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
@@ -65,7 +73,7 @@ class FaultServer:
                 self.wfile.write(body)
 
             def do_GET(self):
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/") == "/v1/models":
                     if server.mode == "hang":
                         time.sleep(30)
                     data = [{"id": m, "object": "model", "owned_by": "test"} for m in server.models]
@@ -75,13 +83,24 @@ class FaultServer:
 
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                server.chat_requests += 1
-                if server.mode == "hang":
+                with server._lock:
+                    server.chat_requests += 1
+                    mode = server.script.pop(0) if server.script else server.mode
+                    if server.stop_after is not None and server.chat_requests > server.stop_after:
+                        mode = "gone"
+                if mode == "gone":  # the server dies: this connection drops, later ones are refused
+                    threading.Thread(target=server.__exit__, daemon=True).start()
+                    self.close_connection = True
+                    return
+                if mode == "hang":
                     time.sleep(30)
                     return
-                if server.mode == "good":
+                if mode == "slow":
+                    time.sleep(1.0)
+                    mode = "good"
+                if mode == "good":
                     self._send(200, json.dumps(GOOD).encode())
                 else:
-                    self._send(*FAILURES[server.mode])
+                    self._send(*FAILURES[mode])
 
         return Handler

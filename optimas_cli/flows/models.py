@@ -24,13 +24,18 @@ def component_models(pipeline: Pipeline, run_model: str | None, method=None) -> 
         field = getattr(comp, "model_field", None)  # the model is an input, chosen per question upstream
         if field is not None and field in producer:
             choices = list(producer[field].choices or ())
-            out[name] = f"one of {', '.join(choices)} (chosen by {producer[field].name})"
+            out[name] = (_named(choices[0], run_model) if len(choices) == 1 else
+                         f"one of {', '.join(choices)} (chosen per input by {producer[field].name})")
             continue
         own = getattr(comp, "model", None)
-        out[name] = own if isinstance(own, str) and own else f"{run_model} (the run's lm)"
+        out[name] = _named(own if isinstance(own, str) and own else run_model, run_model)
     if hasattr(method, "optimizer_lm"):  # the prompt search's own LM calls
-        out["prompt proposer"] = method.optimizer_lm or f"{run_model} (the run's lm)"
+        out["prompt proposer"] = _named(method.optimizer_lm or run_model, run_model)
     return out
+
+
+def _named(model: str | None, run_model: str | None) -> str:
+    return f"{model} (the run's lm)" if model == run_model else f"{model} (named in the config)"
 
 
 def models_line(models: dict[str, str]) -> str:

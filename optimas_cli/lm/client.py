@@ -15,7 +15,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -236,6 +236,10 @@ class LMClient:
         try:
             futures = [(job, pool.submit(self._call_with_retries, job, min(group_sizes[job[0].batch_group], workers),
                                          stop)) for job in jobs]
+            finished, _ = wait([f for _, f in futures], return_when=FIRST_EXCEPTION)
+            failed = next((f for f in finished if f.exception() is not None), None)
+            if failed is not None:  # a failure anywhere ends the batch, whatever its place in the job order
+                failed.result()
             done = [(job, f.result()) for job, f in futures]
         except BaseException:
             stop.set()

@@ -60,18 +60,19 @@ def failure(error: BaseException, model: str, api_base: str | None, tries: int, 
         return LMCallFailed(f"{at} refused the request (HTTP 400): {detail}",
                             "check that lm.model names a model the server serves (GET <api_base>/models)")
     if isinstance(error, litellm.APIError) or isinstance(error, ValueError):
-        return LMCallFailed(f"{at} did not send a chat completion back: {_shape(detail)}",
+        return LMCallFailed(f"{at} did not send a chat completion back: {_shape(error, detail)}",
                             "check that lm.api_base points at an OpenAI-compatible /v1 endpoint")
     return LMCallFailed(f"the call to {at} failed: {type(error).__name__}: {detail}", None)
 
 
-def _shape(detail: str) -> str:
+def _shape(error: BaseException, detail: str) -> str:
     """What was wrong with the reply, in words (litellm's messages quote the raw body)."""
-    if "Original Response: " in detail and not detail.split("Original Response: ", 1)[1].strip():
+    raw = str(getattr(error, "message", None) or error)
+    if "Original Response:" in raw and not raw.split("Original Response:", 1)[1].strip():
         return "an empty body"
-    if "no 'choices'" in detail:
+    if "no 'choices'" in raw:
         return "a JSON body without `choices`"
-    if "json" in detail.lower():
+    if "json" in raw.lower():
         return "a body that is not valid JSON"
     return detail
 
