@@ -84,7 +84,7 @@ def served_tiny_model(tiny_model_dir):
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"transformers serve did not start: {server.stderr.read()[-2000:]!r}")
+                    raise RuntimeError(f"transformers serve did not start: {server.stderr.read()[-2000:]!r}") from None
                 time.sleep(0.5)
         yield api_base, f"hosted_vllm/{tiny_model_dir}"
     finally:

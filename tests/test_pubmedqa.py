@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
 from optimas_cli.errors import DataError, UserError
 from optimas_cli.system import HEURISTIC_ROUTE, LRF_ROUTE, RunContext, RunLedger

@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 litellm.suppress_debug_info = True  # no "Give Feedback" banners in the CLI's output
 
 
-
 @dataclass(frozen=True)
 class _Call:
     """One sample to produce: request `index`, sample `offset` of its n."""
