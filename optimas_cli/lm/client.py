@@ -317,6 +317,8 @@ class LMClient:
 
     def _pause(self, error: BaseException, model: str, attempt: int, stop: threading.Event | None) -> None:
         """Back off before retry `attempt + 1`, saying so on the terminal and in the log."""
+        if stop is not None and stop.is_set():  # the batch already failed or was interrupted: go quietly
+            raise CallsAborted(model)
         pause = min(self.retry_max_seconds, self.retry_base_seconds * 2**attempt)
         pause *= 0.5 + random.random()  # jitter, so parallel callers do not retry in lockstep
         what = failure(error, model, self.api_base, 1, self.timeout).problem
