@@ -11,9 +11,10 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from optimas_cli.conf import CONF_DIR
-from optimas_cli.errors import UserError
+from optimas_cli.errors import LMCallFailed, UserError
 from optimas_cli.flows.resume import ORIGINAL_CONFIG
 from optimas_cli.flows.validate import check_values
+from optimas_cli.interrupts import SIGTERM_EXIT, Terminated, sigterm_as_interrupt
 from optimas_cli.stats import Interval, mean_ci
 from optimas_cli.system.caps import BudgetExhausted
 from optimas_cli.system.run_folder import RunFolder
@@ -54,8 +55,9 @@ def run_task(cfg: DictConfig) -> float | None:
     original = folder.file(ORIGINAL_CONFIG)
     OmegaConf.save(cfg, folder.file("config.resumed.yaml") if original.exists() else original, resolve=True)
     try:
-        check_values(cfg)  # each job of a sweep: the command line checked only the first values
-        results = _flow(cfg.task)(cfg, folder, console)
+        with sigterm_as_interrupt():
+            check_values(cfg)  # each job of a sweep: the command line checked only the first values
+            results = _flow(cfg.task)(cfg, folder, console)
     except BudgetExhausted as stop:  # collect / train-lrf stopped by a cap (`run` handles its own)
         errors.print(f"[yellow]optimas: {stop}; continue with a raised cap: optimas {cfg.task} ... resume={folder}[/]")
         sys.exit(3)
@@ -63,12 +65,17 @@ def run_task(cfg: DictConfig) -> float | None:
         err = _user_error(exc)
         if err is None:
             raise
+        if isinstance(err, LMCallFailed):  # mid-run: what was done is kept, so say how to go on from it
+            err = LMCallFailed(err.problem, f"{err.fix + ', then ' if err.fix else ''}continue with: "
+                                            f"optimas {cfg.task} ... resume={folder}")
         log.error("%s", err)
-        errors.print(f"[red]optimas: {err}[/]")
+        errors.print(f"optimas: {err}", style="red", markup=False)  # no markup: "[Errno 111]" is text
         sys.exit(2)
-    except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted; continue with: optimas {cfg.task} ... resume={folder}[/]")
-        sys.exit(130)
+    except KeyboardInterrupt as stop:
+        what = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+        log.warning("%s", what)
+        console.print(f"[yellow]{what}; continue with: optimas {cfg.task} ... resume={folder}[/]")
+        sys.exit(SIGTERM_EXIT if isinstance(stop, Terminated) else 130)
     where = _shown(folder.file("results.json"))
     test = results.get("test")
     if results.get("stopped"):

@@ -12,3 +12,9 @@ class UserError(Exception):
 
 class DataError(UserError):
     """A data file is missing or has a malformed row (reported with file and line)."""
+
+
+class LMCallFailed(UserError):
+    """An LM call failed for good mid-run (server gone, HTTP errors past the retries, a reply that is no
+    completion): the run stops without results and resumes once the cause is fixed; the calls made so
+    far are in the call cache and are counted when the resumed run replays them."""

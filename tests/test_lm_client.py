@@ -7,7 +7,7 @@ import litellm
 import pytest
 from omegaconf import OmegaConf
 
-from optimas_cli.errors import UserError
+from optimas_cli.errors import LMCallFailed, UserError
 from optimas_cli.lm.client import LMClient, build_lm
 from optimas_cli.lm.types import LMRequest
 
@@ -71,13 +71,13 @@ def test_retries_give_up_after_max_retries_and_bad_requests_are_not_retried(open
     lm = LMClient(model="gpt-4o-mini", mock_response="ok", cache=False, max_retries=2, retry_base_seconds=0.01)
     monkeypatch.setattr(litellm, "completion", always(
         litellm.ServiceUnavailableError(message="down", llm_provider="openai", model="gpt-4o-mini")))
-    with pytest.raises(litellm.ServiceUnavailableError):
+    with pytest.raises(LMCallFailed, match=r"'gpt-4o-mini' answered HTTP 503 \(after 3 tries\)"):
         lm.complete([LMRequest(CHAT)])
     assert len(attempts) == 3
     attempts.clear()
     monkeypatch.setattr(litellm, "completion", always(
         litellm.BadRequestError(message="bad", llm_provider="openai", model="gpt-4o-mini")))
-    with pytest.raises(litellm.BadRequestError):
+    with pytest.raises(LMCallFailed, match="refused the request"):
         lm.complete([LMRequest(CHAT)])
     assert len(attempts) == 1
 

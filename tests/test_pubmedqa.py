@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
 from optimas_cli.errors import DataError, UserError
 from optimas_cli.system import HEURISTIC_ROUTE, LRF_ROUTE, RunContext, RunLedger
@@ -188,10 +187,18 @@ def test_heuristic_route_without_a_prior_is_a_clear_user_error():
         pipeline.system.run(pipeline.splits.val[:1], config, context(ScriptedLM(reply)))
 
 
-@pytest.mark.parametrize("models", [[], [SMOL, SMOL], [""]])
+@pytest.mark.parametrize("models", [[SMOL, SMOL], [""]])
 def test_bad_candidate_lists_are_user_errors(models):
     with pytest.raises(UserError, match="candidate_models"):
         build(data_dir=DATA, candidate_models=models)
+
+
+def test_the_candidates_start_with_the_runs_lm_and_add_the_embedded_pair_only_offline():
+    served = "hosted_vllm/my-model"
+    assert build(data_dir=DATA, lm_model=served).info["candidate_models"] == [served]
+    listed = build(data_dir=DATA, lm_model=served, candidate_models=["openai/gpt-4o", served])
+    assert listed.info["candidate_models"] == [served, "openai/gpt-4o"]
+    assert build(data_dir=DATA).info["candidate_models"] == [SMOL, GEMMA]
 
 
 # -- end to end -------------------------------------------------------------------------------
@@ -209,8 +216,13 @@ def test_single_llm_task_asks_once_and_parses_the_decision(pipeline):
     assert task.parse("I think so. Answer: no") == {"answer": "no"}
 
 
-def test_hydra_config_builds_the_pipeline():
-    cfg = OmegaConf.load(ROOT / "conf" / "pipeline" / "pubmedqa.yaml")
-    pipeline = instantiate(cfg, data_dir=str(DATA), _convert_="all")
-    assert pipeline.info["candidate_models"] == [SMOL, GEMMA]
+@pytest.mark.parametrize("lm, expected", [([], [SMOL, GEMMA]),
+                                          (["lm=vllm", "lm.model=hosted_vllm/served"], ["hosted_vllm/served"])])
+def test_hydra_config_builds_the_pipeline_on_the_runs_lm(lm, expected):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["pipeline=pubmedqa", *lm])
+    pipeline = instantiate(cfg.pipeline, data_dir=str(DATA), _convert_="all")
+    assert pipeline.info["candidate_models"] == expected
     assert pipeline.system.components["context_model_selector"].heuristic_score({}, {"context_model": GEMMA}) == 0.27

@@ -33,7 +33,8 @@ class RecordingLM:
 
 def test_real_rows_run_through_the_local_provider_with_the_chosen_models(tiny_model, tiny_model_dir, tiny_lm):
     second = register_local_model("tiny-llama-second", tiny_model_dir)
-    pipeline = build(data_dir=DATA, candidate_models=[tiny_model, second], analyst_max_tokens=6, solver_max_tokens=6)
+    pipeline = build(data_dir=DATA, lm_model=tiny_model, candidate_models=[second], analyst_max_tokens=6,
+                     solver_max_tokens=6)
     examples = pipeline.splits.test[:4]
     config = pipeline.system.default_config().replace("context_model_selector", second)
     lm = RecordingLM(tiny_lm)

@@ -6,6 +6,7 @@ import logging
 from omegaconf import DictConfig
 from rich.console import Console
 
+from optimas_cli.flows.models import component_models, models_line
 from optimas_cli.flows.plan import make_plan
 from optimas_cli.flows.setup import (
     budget_splits,
@@ -40,6 +41,9 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     ctx.caps.on_warning = lambda message: console.print(f"[yellow]{message}[/]")  # the log has it too
     log.info("pipeline=%s method=%s splits=%s", pipeline.name, method.name, splits.sizes())
     console.print(f"[bold]{pipeline.name}[/] · method [bold]{method.name}[/] · splits {splits.sizes()}")
+    models = component_models(pipeline, ctx.lm.model, method)
+    log.info("%s", models_line(models))
+    console.print(models_line(models), markup=False)
 
     try:
         with ctx.ledger.timed("optimize"):
@@ -74,6 +78,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
         "history": [entry.to_dict() for entry in outcome.history],
         "splits": splits.sizes(),
         "pipeline_info": pipeline.info,
+        "models": models,  # what each LM component calls (ledger.lm.by_model: the calls it made, per model)
         "parse_failures": parse_failures(pipeline, ctx),
         **outcome.extras,
         "config": resolved(cfg),

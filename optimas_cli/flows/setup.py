@@ -1,6 +1,7 @@
 """Turning a resolved Hydra config into live objects: pipeline, LM client, run context, method."""
 from __future__ import annotations
 
+import os
 import random
 
 from hydra.utils import instantiate
@@ -9,6 +10,7 @@ from rich.console import Console
 
 from optimas_cli.errors import UserError
 from optimas_cli.flows.matched import matched_max_runs
+from optimas_cli.flows.resume import ORIGINAL_CONFIG
 from optimas_cli.system import Pipeline, RunContext, RunLedger, Splits
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.caps import BudgetCaps
@@ -23,6 +25,7 @@ class LazyLM:
         self._client = None
         self._earlier_usage: dict | None = None  # usage a resumed run's checkpoint recorded
         self._run: tuple[str, float | None] | None = None  # (run folder, time of its last checkpoint)
+        self._servers_checked: set[str] = set()
 
     @property
     def temperature(self) -> float:
@@ -53,7 +56,23 @@ class LazyLM:
             self._client.attach_run(run_id, replay_since)
 
     def complete(self, requests, component: str = "-", phase: str = "-"):
+        self._check_servers(requests)
         return self.client.complete(requests, component=component, phase=phase)
+
+    def _check_servers(self, requests) -> None:
+        """Before a model's first call: its server answers and serves it (lm/server_check.py)."""
+        client = self.client
+        if client.api_base is None or client.mock_response is not None:
+            return
+        from optimas_cli.lm.local.registry import is_local
+        from optimas_cli.lm.server_check import check_server
+
+        for model in dict.fromkeys(r.model or client.model for r in requests):
+            if model in self._servers_checked or is_local(model):
+                continue
+            key = os.environ.get(client.api_key_env) if client.api_key_env else None
+            check_server(client.api_base, model, key)
+            self._servers_checked.add(model)
 
     def usage(self) -> dict:
         if self._client is None:
@@ -115,12 +134,22 @@ def build_context(cfg: DictConfig, pipeline: Pipeline, folder: RunFolder) -> Run
     """A fresh context, or, in a resumed run folder, one that goes on counting from its last checkpoint."""
     ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=LazyLM(cfg.lm), seed=int(cfg.seed))
     checkpointed_at = folder.restore_accounts(ctx)
+    if checkpointed_at is None:
+        # No checkpoint yet (a run killed or failed early, or a method that never checkpoints): every call
+        # an earlier process of this run made is one the resumed run must count, not a free cache hit.
+        checkpointed_at = _started(folder)
     ctx.lm.attach_run(str(folder.path.resolve()), checkpointed_at)
     ctx.caps = BudgetCaps.from_budget(cfg.budget, spent=lambda: spending(ctx, cfg))
     matched = matched_max_runs(cfg, pipeline.name, folder.path)
     if matched is not None:  # budget.max_runs_from: the reference method's spend is this run's cap
         ctx.caps.max_runs = matched
     return ctx
+
+
+def _started(folder: RunFolder) -> float | None:
+    """When the run in this folder started: its first process wrote the original config.yaml."""
+    config = folder.file(ORIGINAL_CONFIG)
+    return config.stat().st_mtime if config.exists() else None
 
 
 def spending(ctx: RunContext, cfg: DictConfig) -> dict:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 
 
@@ -54,12 +54,15 @@ class UsageLedger:
     def __init__(self) -> None:
         self.components: dict[str, ComponentUsage] = defaultdict(ComponentUsage)
         self.phases: dict[str, ComponentUsage] = defaultdict(ComponentUsage)
+        # component -> model -> calls asked for: which model each component really called
+        self.models: dict[str, Counter] = defaultdict(Counter)
         self._lock = threading.Lock()
 
-    def record(self, component: str, usage: ComponentUsage, phase: str = "-") -> None:
+    def record(self, component: str, usage: ComponentUsage, phase: str = "-", models: Counter | None = None) -> None:
         with self._lock:
             self.components[component].add(usage)
             self.phases[phase].add(usage)
+            self.models[component].update(models or {})
 
     def total(self) -> ComponentUsage:
         total = ComponentUsage()
@@ -75,16 +78,21 @@ class UsageLedger:
                 self.components[name].add(ComponentUsage.from_dict(row))
             for name, row in saved.get("by_phase", {}).items():
                 self.phases[name].add(ComponentUsage.from_dict(row))
+            for name, counts in saved.get("by_model", {}).items():
+                self.models[name].update(counts)
 
     def reset(self, saved: dict) -> None:
         """Set every count back to a `to_dict()` taken earlier."""
         with self._lock:
             self.components.clear()
             self.phases.clear()
+            self.models.clear()
         self.restore(saved)
 
     def to_dict(self) -> dict:
         with self._lock:
             by_component = {name: usage.to_dict() for name, usage in sorted(self.components.items())}
             by_phase = {name: usage.to_dict() for name, usage in sorted(self.phases.items())}
-        return {"total": self.total().to_dict(), "by_component": by_component, "by_phase": by_phase}
+            by_model = {name: dict(sorted(counts.items())) for name, counts in sorted(self.models.items()) if counts}
+        return {"total": self.total().to_dict(), "by_component": by_component, "by_phase": by_phase,
+                "by_model": by_model}

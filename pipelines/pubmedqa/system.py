@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from optimas_cli.errors import UserError
+from optimas_cli.lm.local.registry import is_local
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, Pipeline, RunContext, SingleLLMTask
 from optimas_cli.system.parsing import PARSE_FAILURES
 from pipelines.pubmedqa import prompts
@@ -56,12 +57,13 @@ class ContextAnalyst(Component):
     """Summarizes the abstract's evidence for the question, with the model its selector chose."""
 
     calls_lm: ClassVar[bool] = True
+    model_field: ClassVar[str] = "context_model"  # the input naming the model it runs with
 
     max_tokens: int = 128
 
     def forward(self, inputs: list[dict], value, ctx: RunContext) -> list[dict]:
         messages = [prompts.analyst_messages(value, x["question"], x["context"]) for x in inputs]
-        models = [x["context_model"] for x in inputs]
+        models = [x[self.model_field] for x in inputs]
         texts = complete_per_model(ctx, self.name, messages, models, max_tokens=self.max_tokens)
         ctx.count(self.name, PARSE_FAILURES, sum(not text.strip() for text in texts))  # an empty summary
         return [{"summary": text.strip()} for text in texts]
@@ -72,12 +74,13 @@ class ProblemSolver(Component):
     """Answers yes/no/maybe from the analyst's summary, with the model its selector chose."""
 
     calls_lm: ClassVar[bool] = True
+    model_field: ClassVar[str] = "solver_model"
 
     max_tokens: int = 96
 
     def forward(self, inputs: list[dict], value, ctx: RunContext) -> list[dict]:
         messages = [prompts.solver_messages(value, x["question"], x["summary"]) for x in inputs]
-        models = [x["solver_model"] for x in inputs]
+        models = [x[self.model_field] for x in inputs]
         texts = complete_per_model(ctx, self.name, messages, models, max_tokens=self.max_tokens)
         decisions = [parse_decision(text, default=None) for text in texts]
         ctx.count(self.name, PARSE_FAILURES, decisions.count(None))  # no label found: the default is used
@@ -95,6 +98,20 @@ def complete_per_model(
                            strict=True):
             texts[i] = text
     return texts
+
+
+def candidate_list(lm_model: str, listed: Sequence[str], local_extra: Sequence[str]) -> list[str]:
+    """What the selectors choose from: the run's LM first (the unoptimized default), then the listed
+    models, then `local_extra` when the run's LM is itself an embedded model (the offline pair). A run on
+    a server or an API thus calls only that model unless the config names others."""
+    listed = [str(m) for m in listed]
+    if any(not m.strip() for m in listed) or len(set(listed)) != len(listed):
+        raise UserError(
+            f"pipeline pubmedqa: candidate_models must be distinct, non-empty model names (got {listed})",
+            "list each model once, e.g. pipeline.candidate_models=[openai/gpt-4o-mini]; the run's lm.model is added first",
+        )
+    extra = [str(m) for m in local_extra] if is_local(str(lm_model)) else []
+    return list(dict.fromkeys([str(lm_model), *listed, *extra]))
 
 
 def build_system(
@@ -136,18 +153,15 @@ def build_system(
 
 def build(
     data_dir: str | os.PathLike | None = None,
-    candidate_models: Sequence[str] = LOCAL_MODELS,
+    lm_model: str = LOCAL_MODELS[0],
+    candidate_models: Sequence[str] = (),
+    local_candidate_models: Sequence[str] = LOCAL_MODELS[1:],
     model_priors: dict[str, float] | None = None,
     analyst_max_tokens: int = 128,
     solver_max_tokens: int = 96,
     single_llm_max_tokens: int = 96,
 ) -> Pipeline:
-    candidates = [str(m) for m in candidate_models]
-    if not candidates or any(not m.strip() for m in candidates) or len(set(candidates)) != len(candidates):
-        raise UserError(
-            f"pipeline pubmedqa: candidate_models must be distinct, non-empty model names (got {candidates})",
-            "list each model once, e.g. candidate_models=[local/smollm2-135m-instruct,local/gemma-3-270m]",
-        )
+    candidates = candidate_list(lm_model, candidate_models, local_candidate_models)
     priors = {str(k): float(v) for k, v in (model_priors or {}).items()}
     system = build_system(candidates, priors, analyst_max_tokens, solver_max_tokens)
     return Pipeline(
