@@ -128,3 +128,10 @@ def test_a_step_sends_the_batchs_critiques_and_backward_calls_to_the_lm_together
     assert batches["loss"] == [3, 3]  # one LM batch of 3 critiques a step, not 3 calls one after another
     assert max(batches["backward"]) == 3
     assert len([c for c, r in lm.requests if c == "textgrad.backward"]) == sum(batches["backward"])
+
+
+def test_the_engines_tokens_land_under_the_phase_of_their_context():
+    lm = ScriptedLM("feedback")
+    engine = RunLMEngine(RunContext(RunLedger(1), lm=lm, phase="local_optimization"), "textgrad.loss")
+    assert engine("what is wrong?") == "feedback"
+    assert lm.phases == ["local_optimization"]  # before: every TextGrad call was charged to phase "-"

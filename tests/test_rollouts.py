@@ -24,6 +24,7 @@ def test_dbs_rollouts_branch_k_ways_per_node_and_run_the_decider_on_every_branch
     rollouts = sample_rollouts(pipeline.system, examples, pipeline.system.default_config(), ctx, NODES,
                                Branching(k=2, sampling="dbs"))
     assert [r.source for r in rollouts] == [0, 0, 0, 0, 1, 1, 1, 1]  # 2 x 2 trajectories per input
+    assert set(tiny_lm.usage.phases) == {"local_optimization"}  # the branching calls' tokens too (before: "-")
     assert ctx.ledger.executions["local_optimization"] == {"session_analyzer": 4, "candidate_profiler": 8,
                                                            "next_item_decider": 8}
     for r in rollouts:

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from optimas_cli.lrf.buffer import ReplayBuffer
 from optimas_cli.lrf.collect import COLLECTION_PHASE, collect_all, optimizable_components
-from optimas_cli.lrf.judge import judge_accuracy
+from optimas_cli.lrf.judge import JUDGE_PHASE, judge_accuracy
 from optimas_cli.lrf.metrics import alignment_report, pairwise_accuracy
 from optimas_cli.lrf.model import LocalRewardModel
 from optimas_cli.lrf.pairs import PreferencePair, append_pairs, load_pairs, save_pairs
@@ -143,7 +143,7 @@ def train_initial_lrf(
     judge = None
     judge_cfg = dict(lrf_cfg.get("judge") or {})
     if judge_cfg.get("enabled", True) and split.test and ctx.lm is not None:
-        with ctx.ledger.timed("lrf_judge"):
+        with ctx.ledger.timed(JUDGE_PHASE):
             judge = judge_accuracy(ctx.lm, split.test, examples=split.train, k=int(judge_cfg.get("k", 8)),
                                    components=component_infos(pipeline.system), seed=int(lrf_cfg.get("seed", 0) or 0),
                                    max_chars=int(judge_cfg.get("max_chars", 400)))

@@ -98,7 +98,7 @@ def _branch(component, current: list[Rollout], value, ctx: RunContext, branching
                   diversity_penalty=branching.diversity_penalty if dbs else None)
         for m, r in zip(messages, current, strict=True)
     ]
-    replies = ctx.lm.complete(requests, component=component.name)
+    replies = ctx.lm.complete(requests, component=component.name, phase=ctx.phase)
     ctx.ledger.record(component.name, len(current) * branching.k, ctx.phase)
     ctx.count(component.name, CANDIDATES, sum(len(reply.texts) for reply in replies))
     ctx.count(component.name, DISTINCT_CANDIDATES, sum(len(set(reply.texts)) for reply in replies))
