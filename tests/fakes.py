@@ -12,9 +12,11 @@ class ScriptedLM:
     def __init__(self, answer: Callable[[LMRequest], str] | str = "ok"):
         self.answer = answer if callable(answer) else (lambda _req, text=answer: text)
         self.requests: list[tuple[str, LMRequest]] = []
+        self.phases: list[str] = []  # the phase of each complete() call
 
     def complete(self, requests: list[LMRequest], component: str = "-", phase: str = "-") -> list[LMResponse]:
         out = []
+        self.phases.append(phase)
         for req in requests:
             self.requests.append((component, req))
             out.append(LMResponse(texts=[self.answer(req) for _ in range(req.n)]))

@@ -57,3 +57,21 @@ def test_an_empty_buffer_gives_all_fresh_batches_and_sampling_is_seeded():
     assert [p.context for p in one.sample(5)] == [p.context for p in two.sample(5)]
     with pytest.raises(ValueError):
         ReplayBuffer(10, mix_ratio=1.0)
+
+
+def test_one_comparison_is_held_once_with_its_newest_label_and_never_replayed_beside_its_fresh_pair():
+    # Before: Stage 2's fresh pairs re-measured Stage 1's comparisons and the buffer kept both, so it
+    # could hold (y over y') and (y' over y) on one input and a batch could train on both labels.
+    older = pairs("a", 4)
+    reversed_first = PreferencePair("a", {"i": 0}, {"y": "old-0"}, {"y": "old+0"}, 0.7, 0.2, {"tag": "new"})
+    buffer = ReplayBuffer(capacity_per_component=10, mix_ratio=0.5, seed=0)
+    buffer.add(older)
+    buffer.add([reversed_first, older[1]])  # comparison 0 with the other label, comparison 1 measured again
+    held = list(buffer.pairs["a"])
+    assert len(held) == 4 and held.count(reversed_first) == 1
+    assert [p.context["i"] for p in held] == [2, 3, 0, 1]  # re-measured comparisons are the newest
+    assert {p.chosen["y"] for p in held if p.context["i"] == 0} == {"old-0"}
+
+    fresh = [PreferencePair("a", {"i": 2}, {"y": "old-2"}, {"y": "old+2"}, 1.0, 0.0, {"tag": "new"})]
+    for batch in buffer.mixed_batches(fresh, batch_size=4, steps=6):
+        assert [p.context["i"] for p in batch].count(2) == 1  # the held, opposite label of comparison 2 stays out

@@ -6,7 +6,7 @@ import re
 import pytest
 from fakes import ScriptedLM
 
-from optimas_cli.lrf.judge import JUDGE_COMPONENT, judge_accuracy, parse_verdict
+from optimas_cli.lrf.judge import JUDGE_COMPONENT, JUDGE_PHASE, judge_accuracy, parse_verdict
 from optimas_cli.lrf.metrics import alignment_report, pairwise_accuracy
 from optimas_cli.lrf.pairs import PreferencePair
 
@@ -43,6 +43,7 @@ def test_a_judge_that_reads_the_outputs_scores_perfectly_and_sees_k_scored_examp
     gen_prompts = [r.messages[-1]["content"] for c, r in lm.requests if "Component: gen" in r.messages[-1]["content"]]
     assert all(p.count("### Example") == 4 and "Role: writes answers" in p for p in gen_prompts)
     assert all(c == JUDGE_COMPONENT and r.temperature == 0.0 for c, r in lm.requests)
+    assert set(lm.phases) == {JUDGE_PHASE}  # the judge's tokens land in its phase of the ledger, not "-"
     # the chosen output was shown on both sides across the pairs (position is randomized)
     assert {("cited" in sides(r)[0]) for _, r in lm.requests if "Component: gen" in r.messages[-1]["content"]} == {True, False}
 

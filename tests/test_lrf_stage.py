@@ -90,3 +90,45 @@ def test_indistinguishable_pairs_of_test_inputs_stay_in_the_test_split_as_ties(t
     assert gen["n_pairs"] == len(split.test) and gen["n_distinguishable"] == len(split.test) // 2
     assert gen["pairwise_accuracy_distinguishable"] == pytest.approx(seen)
     assert gen["pairwise_accuracy"] == pytest.approx((seen + 0.5) / 2)
+
+
+class SampledWriter(Component):
+    """A prompt component whose reply the scripted LM picks by sample index (a fresh index: a fresh sample)."""
+
+    def __init__(self):
+        super().__init__("gen", "writes the answer", ("question",), ("answer",), kind=ConfigKind.PROMPT, default="")
+
+    def forward(self, inputs, value, ctx):
+        return [{"answer": text} for text in ctx.complete("gen", [[{"role": "user", "content": x["question"]}]
+                                                                  for x in inputs])]
+
+
+def test_stage2_draws_new_samples_on_stage1s_inputs(tmp_path, lrf_cfg):
+    # Before: Stage 2 collected at Stage 1's sample indices, so on the same inputs an unchanged component
+    # replayed Stage 1's exact candidates (and the buffer got the same comparisons again).
+    from optimas_cli.lrf.buffer import ReplayBuffer
+    from optimas_cli.lrf.collect import collect_all
+    from optimas_cli.lrf.model import LocalRewardModel
+    from optimas_cli.lrf.stage import Stage2
+    from optimas_cli.lrf.text import component_infos
+
+    system = CompoundSystem([SampledWriter()], inputs=("question",), outputs=("answer",))
+    metric = Metric("reward", lambda ex, out: float(int(out["answer"].split()[-1]) % 3))
+    pipe = Pipeline("stage2_test", system, Splits([], [], []), metric)
+    lm = ScriptedLM(lambda req: f"draw {req.sample_index}")
+    inputs = [{"question": f"alpha {i}"} for i in range(3)]
+    settings = {"num_candidates": 3, "mc_repeats": 1, "temperature": 1.0}
+    ctx = RunContext(ledger=RunLedger(1), lm=lm, phase="lrf_collection")
+    stage1 = collect_all(system, system.default_config(), inputs, ctx, metric, **settings)["gen"]
+    stage1_draws = {(str(r.messages), r.sample_index) for _, r in lm.requests}
+    lm.requests.clear()
+
+    model = LocalRewardModel.from_config(lrf_cfg, component_infos(system))
+    buffer = ReplayBuffer(seed=0)
+    buffer.add(stage1)
+    adapt = Stage2(pipe, model, buffer, {**lrf_cfg, "collect": settings}, inputs, len(inputs), RunFolder(tmp_path))
+    adapt(system.default_config(), ctx.replace(phase="adaptation"))
+    stage2_draws = {(str(r.messages), r.sample_index) for _, r in lm.requests}
+    assert {m for m, _ in stage2_draws} == {m for m, _ in stage1_draws}  # the same prompts (inputs, config)
+    assert not stage2_draws & stage1_draws  # ... sampled afresh
+    assert adapt.adaptations[0]["fresh_pairs"] > 0

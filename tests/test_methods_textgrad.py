@@ -156,3 +156,10 @@ def test_a_matched_cost_run_takes_as_many_steps_as_its_cap_pays_for(tmp_path):
                                                                     plain.replace(phase="optimize"),
                                                                     RunFolder(tmp_path / "p"))
     assert outcome.extras["textgrad"]["steps"] == 2 and plain.caps.stopped is None
+
+
+def test_the_engines_tokens_land_under_the_phase_of_their_context():
+    lm = ScriptedLM("feedback")
+    engine = RunLMEngine(RunContext(RunLedger(1), lm=lm, phase="local_optimization"), "textgrad.loss")
+    assert engine("what is wrong?") == "feedback"
+    assert lm.phases == ["local_optimization"]  # before: every TextGrad call was charged to phase "-"

@@ -9,6 +9,7 @@ from safetensors.torch import load_file
 
 from optimas_cli.errors import UserError
 from optimas_cli.optim import optimize_component, weights
+from optimas_cli.optim.settings import WeightsSettings
 from optimas_cli.system.component import Component, ConfigKind
 from optimas_cli.system.context import RunContext
 from optimas_cli.system.ledger import RunLedger
@@ -98,3 +99,30 @@ def test_base_model_is_a_folder_or_a_local_model_name(tiny_model, tiny_model_dir
     assert weights.resolve_base_model(str(tiny_model_dir)) == str(tiny_model_dir)
     with pytest.raises(UserError, match="unknown local model"):
         weights.resolve_base_model(str(tmp_path))
+
+
+class BudgetedReviewer(Reviewer):
+    """Deployed with its own completion budget, as LocalModelComponent subclasses are (Amazon: 128, 192)."""
+
+    max_tokens = 12
+
+    def forward(self, inputs, value, ctx):
+        messages = [self.build_messages(x, value) for x in inputs]
+        texts = ctx.complete(self.name, messages, model=self.base_model, adapter=value, max_tokens=self.max_tokens)
+        return [self.parse_output(t) for t in texts]
+
+
+def test_grpo_generates_with_the_budget_the_component_is_deployed_with(tiny_model, tiny_lm, tmp_path):
+    # Before: GRPO generated optimizer.weights.max_completion_length (48) tokens whatever the component's
+    # max_tokens, so r_k scored prefixes of (or more than) what the system evaluates.
+    component = BudgetedReviewer(tiny_model)
+    ctx = RunContext(ledger=RunLedger(1), lm=tiny_lm, phase="local_optimization", seed=3)
+    settings = {k: v for k, v in SETTINGS.items() if k != "max_completion_length"}
+    proposal = weights.propose(component, None, SEARCH, LetterReward(), ctx,
+                               {**settings, "score_on_search": False, "work_dir": str(tmp_path)})
+    assert proposal.details["max_completion_length"] == 12
+    # the tiny random model rarely ends a reply: its longest completions run to the deployed budget
+    assert max(proposal.details["completion_max_tokens"]) == 12
+
+    capped = weights.completion_budget(component, ctx, WeightsSettings(max_completion_length=8))
+    assert capped == 8  # an explicit cap still wins (and is warned about: r_k then scores prefixes)

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from optimas_cli.errors import UserError
+from optimas_cli.lm.sampling import SEEDING_VERSION
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
@@ -69,7 +70,7 @@ def call_key(
         "stop": list(stop or []),
         "adapter": adapter,
         "seed": seed if sampled else None,
-        "sample": [sample_index, sample_offset] if sampled else None,
+        "sample": [sample_index, sample_offset, SEEDING_VERSION] if sampled else None,
     }
     if diverse_beam is not None:  # only then: every other key stays what it was
         fields["diverse_beam"] = [int(diverse_beam[0]), float(diverse_beam[1]), sample_offset]

@@ -274,7 +274,7 @@ class LMClient:
         else:
             if call.temperature > 0 and call.seed is not None:
                 # APIs take one integer seed (best effort): derive a distinct one for each sample.
-                kwargs["seed"] = sample_seed(call.seed, call.sample_index, call.offset) % (2**31)
+                kwargs["seed"] = sample_seed(call.seed, call.messages, call.sample_index, call.offset) % (2**31)
             if self.api_base:
                 kwargs["api_base"] = self.api_base
             if self.api_key_env and os.environ.get(self.api_key_env):

@@ -1,14 +1,40 @@
-"""Seeds for individual samples, shared by the client (API seeds) and the local provider."""
+"""Seeds for individual samples, shared by the client (API seeds) and the local provider.
+
+A sample's random stream is a function of the run seed, the sample's position (sample index, and its
+offset among n samples) and the request's chat messages. The messages are what make the noise
+independent across prompts: without them every call at temperature > 0 with the same three numbers
+drew the same Gumbel noise, so the reader's and the answerer's calls of one rollout, rollout r of every
+input, and Stage 1's candidate i of every input were correlated draws, not samples of the policy.
+
+Common random numbers remain exactly where one request is compared with itself under another setting:
+the same messages at the same position share their noise whatever the model, adapter, temperature or
+token budget. That is what paired comparisons want (the validation gate's before/after of a weights
+component, whose prompts do not change with its adapter; and every component whose requests a change
+upstream did not touch replays its very sample, as the call cache serves it).
+"""
 from __future__ import annotations
 
 import hashlib
+import json
+
+# Enters the call cache's key of every sampled row: rows drawn under an earlier seeding (version 1 keyed
+# the noise by position only) are never served as samples of this one.
+SEEDING_VERSION = 2
 
 
-def sample_seed(seed: int | None, sample_index: int, sample_offset: int = 0) -> int:
-    """A stable 63-bit seed for one sample, from (run seed, sample index, position among n samples).
+def request_digest(messages: list[dict]) -> str:
+    """A stable digest of a request's chat (Python's hash() is salted per process; this is not)."""
+    text = json.dumps(messages, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sample_seed(seed: int | None, messages: list[dict], sample_index: int, sample_offset: int = 0) -> int:
+    """A stable 63-bit seed for one sample of the request `messages`, from (run seed, request, sample
+    index, position among n samples).
 
     The local provider gives each sample its own random stream from this seed, so a sample is
     reproducible on its own, whatever else shares its batch.
     """
-    digest = hashlib.sha256(f"{seed or 0}:{sample_index}:{sample_offset}".encode()).digest()
+    key = f"{seed or 0}:{request_digest(messages)}:{sample_index}:{sample_offset}"
+    digest = hashlib.sha256(key.encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)

@@ -3,14 +3,27 @@
 Each component keeps its most recent `capacity_per_component` pairs (first in, first out): pairs
 from long-gone configurations are the stalest labels (upstream drift), so they leave first.
 A Stage 2 batch of size B holds about B * mix_ratio replayed pairs and the rest fresh ones.
+
+One comparison (component, input, the two outputs) is held once: a newer pair of it, with either
+label, replaces the older one, and a batch never replays a comparison its fresh pairs measure again;
+the buffer never asks r_k to prefer y over y' and y' over y on the same input.
 """
 from __future__ import annotations
 
+import json
 import random
 from collections import deque
 from collections.abc import Iterable, Sequence
 
 from optimas_cli.lrf.pairs import PreferencePair
+
+
+def comparison(pair: PreferencePair) -> tuple[str, str, frozenset[str]]:
+    """What a pair compares, whichever output won: (component, input, {the two outputs})."""
+    def text(value: dict) -> str:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+    return pair.component, text(pair.context), frozenset((text(pair.chosen), text(pair.rejected)))
 
 
 class ReplayBuffer:
@@ -31,8 +44,16 @@ class ReplayBuffer:
         return [c for c, q in self.pairs.items() if q]
 
     def add(self, pairs: Iterable[PreferencePair]) -> None:
+        """Append the pairs; each replaces a held pair of the same comparison (an older measurement of it)."""
+        newest: dict[tuple, PreferencePair] = {}
         for p in pairs:
-            self.pairs.setdefault(p.component, deque(maxlen=self.capacity)).append(p)
+            newest.pop(comparison(p), None)  # re-insert: the later measurement keeps the later position
+            newest[comparison(p)] = p
+        for component in dict.fromkeys(p.component for p in newest.values()):
+            held = self.pairs.get(component, ())
+            kept = [q for q in held if comparison(q) not in newest]
+            self.pairs[component] = deque(kept + [p for p in newest.values() if p.component == component],
+                                          maxlen=self.capacity)
 
     def state(self) -> dict:
         """Its pairs and random state, for a checkpoint: a resumed run replays the same pairs."""
@@ -49,7 +70,9 @@ class ReplayBuffer:
     def sample(self, n: int, components: Sequence[str] | None = None) -> list[PreferencePair]:
         """n pairs drawn uniformly (without replacement while possible) from the named components' pairs."""
         names = self.components() if components is None else [c for c in components if self.pairs.get(c)]
-        pool = [p for c in names for p in self.pairs[c]]
+        return self._draw([p for c in names for p in self.pairs[c]], n)
+
+    def _draw(self, pool: list[PreferencePair], n: int) -> list[PreferencePair]:
         if not pool or n <= 0:
             return []
         if n <= len(pool):
@@ -66,10 +89,13 @@ class ReplayBuffer:
         return n_fresh, round(n_fresh * self.mix_ratio / (1.0 - self.mix_ratio))
 
     def mixed_batches(self, fresh: Sequence[PreferencePair], batch_size: int, steps: int) -> list[list[PreferencePair]]:
-        """`steps` batches of fresh pairs (cycled, reshuffled each pass) plus replayed ones (see batch_shape)."""
+        """`steps` batches of fresh pairs (cycled, reshuffled each pass) plus replayed ones (see batch_shape),
+        never a held pair of a comparison that a fresh pair measures again."""
         if not fresh:
             return []
         n_fresh, n_replay = self.batch_shape(batch_size, len(fresh))
+        again = {comparison(p) for p in fresh}
+        replayable = [p for c in self.components() for p in self.pairs[c] if comparison(p) not in again]
         order: list[PreferencePair] = []
         batches = []
         for _ in range(steps):
@@ -79,5 +105,5 @@ class ReplayBuffer:
                     order = list(fresh)
                     self.rng.shuffle(order)
                 batch.append(order.pop())
-            batches.append(batch + self.sample(n_replay))
+            batches.append(batch + self._draw(replayable, n_replay))
         return batches

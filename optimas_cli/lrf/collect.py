@@ -9,8 +9,10 @@ Everything is batched across examples (one downstream run per candidate index an
 LM layer sees large batches. Executions are counted by the run's ledger under `ctx.phase`.
 
 The downstream runs decode at `downstream_temperature` (None: the run's own temperature, the one the
-system is evaluated at). Repeat r uses sample index `ctx.sample_index + r`, so at a temperature above
-0 every repeat is its own seeded sample (and its own call-cache row). When nothing downstream can
+system is evaluated at). Candidate i samples at sample index `ctx.sample_index + i` and repeat r at
+`ctx.sample_index + r`, so at a temperature above 0 every candidate and repeat is its own seeded sample
+(and its own call-cache row); each collection of a run starts at its own `collection_sample_index`,
+so Stage 2 re-collecting on Stage 1's inputs draws new samples. When nothing downstream can
 vary at that temperature (greedy decoding, no component with randomness of its own), repeats could
 only replay the first run: the candidates run downstream once. The paper's accounting charges every
 candidate drawn and its first downstream run (system/ledger.py), whether or not it formed a pair. Likewise a
@@ -37,6 +39,7 @@ from optimas_cli.system.pipeline import Metric
 log = logging.getLogger(__name__)
 
 COLLECTION_PHASE = "lrf_collection"  # Stage 1; Stage 2's fresh pairs count under "adaptation"
+SAMPLES_PER_COLLECTION = 1 << 16  # sample indices one collection may use (candidates, downstream repeats)
 
 MetricFn = Callable[[dict, dict], float]
 
@@ -97,6 +100,11 @@ def _draw_candidates(
     return candidates, values
 
 
+def collection_sample_index(collection: int) -> int:
+    """The first sample index of a run's collection number `collection` (0: Stage 1, n: Stage 2's n-th)."""
+    return collection * SAMPLES_PER_COLLECTION
+
+
 def decoding_temperature(ctx: RunContext, override: float | None = None) -> float:
     """The temperature LM calls decode at: `override`, else the context's, else the LM's default."""
     for value in (override, ctx.temperature, getattr(ctx.lm, "temperature", None)):
@@ -141,6 +149,9 @@ def collect_pairs(
         return []
     if num_candidates < 1 or mc_repeats < 1:
         raise UserError("num_candidates and mc_repeats must be at least 1", "fix lrf.collect in the config")
+    if max(num_candidates, mc_repeats) > SAMPLES_PER_COLLECTION:
+        raise UserError(f"lrf.collect asks for {max(num_candidates, mc_repeats)} samples per input",
+                        f"use at most {SAMPLES_PER_COLLECTION} candidates and repeats")
     if downstream_temperature is not None and downstream_temperature < 0:
         raise UserError(f"lrf.collect.downstream_temperature is {downstream_temperature}, below 0",
                         "set it to null (the run's own temperature) or a number >= 0")

@@ -17,7 +17,7 @@ from optimas_cli.lrf.metrics import with_distinguishable
 from optimas_cli.lrf.pairs import PreferencePair, by_component
 from optimas_cli.lrf.text import ComponentInfo, component_info
 
-JUDGE_COMPONENT = "lrf_judge"  # the name LM usage is attributed to
+JUDGE_COMPONENT = JUDGE_PHASE = "lrf_judge"  # the component and phase LM usage is attributed to
 SYSTEM_PROMPT = (
     "You evaluate the outputs of one component of a compound AI system. An output's score is the final "
     "task reward the whole system reached when the component produced that output (higher is better)."
@@ -103,7 +103,7 @@ def judge_accuracy(
     `distinguishable` beside it: the same without the pairs the reward model cannot tell apart
     (`indistinguishable`; the judge reads them like any other, so both scorers face the same pairs).
 
-    `lm` has `.complete(list[LMRequest], component) -> list[LMResponse]` (optimas_cli.lm's client).
+    `lm` has `.complete(list[LMRequest], component, phase) -> list[LMResponse]` (optimas_cli.lm's client).
     In-context examples come from `examples` (the training pairs) of the same component.
     """
     rng = random.Random(seed)
@@ -119,7 +119,7 @@ def judge_accuracy(
                       max_tokens=max_tokens, seed=seed)
             for p, cf in zip(group, chosen_first, strict=True)
         ]
-        responses = lm.complete(requests, component=JUDGE_COMPONENT)
+        responses = lm.complete(requests, component=JUDGE_COMPONENT, phase=JUDGE_PHASE)
         unparsable[name] = 0
         seen += [id(p) not in ties for p in group]
         for resp, cf in zip(responses, chosen_first, strict=True):

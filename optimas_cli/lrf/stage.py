@@ -17,8 +17,13 @@ from pathlib import Path
 from rich.console import Console
 
 from optimas_cli.lrf.buffer import ReplayBuffer
-from optimas_cli.lrf.collect import COLLECTION_PHASE, collect_all, optimizable_components
-from optimas_cli.lrf.judge import judge_accuracy
+from optimas_cli.lrf.collect import (
+    COLLECTION_PHASE,
+    collect_all,
+    collection_sample_index,
+    optimizable_components,
+)
+from optimas_cli.lrf.judge import JUDGE_PHASE, judge_accuracy
 from optimas_cli.lrf.metrics import alignment_report, pairwise_accuracy
 from optimas_cli.lrf.model import LocalRewardModel
 from optimas_cli.lrf.pairs import PreferencePair, append_pairs, load_pairs, save_pairs
@@ -147,7 +152,7 @@ def train_initial_lrf(
     judge = None
     judge_cfg = dict(lrf_cfg.get("judge") or {})
     if judge_cfg.get("enabled", True) and split.test and ctx.lm is not None:
-        with ctx.ledger.timed("lrf_judge"):
+        with ctx.ledger.timed(JUDGE_PHASE):
             judge = judge_accuracy(ctx.lm, split.test, examples=split.train, k=int(judge_cfg.get("k", 8)),
                                    components=component_infos(pipeline.system), seed=int(lrf_cfg.get("seed", 0) or 0),
                                    max_chars=int(judge_cfg.get("max_chars", 400)), indistinguishable=hidden)
@@ -194,8 +199,12 @@ class Stage2:
     def __call__(self, config: SystemConfig, ctx: RunContext) -> None:
         start = (len(self.adaptations) * self.fresh_size) % len(self.fresh_pool)
         fresh_inputs = (self.fresh_pool[start:] + self.fresh_pool[:start])[: self.fresh_size]
+        # Its own sample indices: the fresh pool is (by default) Stage 1's inputs, and a component the
+        # update left unchanged would otherwise replay Stage 1's very samples (and cached calls).
+        sample_index = ctx.sample_index + collection_sample_index(len(self.adaptations) + 1)
         with ctx.ledger.timed("adaptation"):
-            fresh = collect_all(self.pipeline.system, config, fresh_inputs, ctx.replace(lrf=self.lrf),
+            fresh = collect_all(self.pipeline.system, config, fresh_inputs,
+                                ctx.replace(lrf=self.lrf, sample_index=sample_index),
                                 self.pipeline.metric, **collect_settings(self.lrf_cfg))
             flat = [p for ps in fresh.values() for p in ps]
             with ctx.ledger.computing("lrf_training"):

@@ -21,7 +21,7 @@ from rich.console import Console
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import MethodOutcome
 from optimas_cli.optim.history import HistoryEntry
-from optimas_cli.optim.node_policies import NodePolicies, NodeSegments, shared_base_model
+from optimas_cli.optim.node_policies import NodePolicies, NodeSegments, Segment, shared_base_model
 from optimas_cli.optim.rollouts import Rollout
 from optimas_cli.optim.weights import CONTRACT
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, Splits, SystemConfig
@@ -60,8 +60,9 @@ def trainable_nodes(pipeline: Pipeline, method: str) -> list[str]:
 
 
 def node_segments(policies: NodePolicies, rollout: Rollout) -> NodeSegments:
-    """A rollout's trainable-node outputs as (rendered prompt, completion) per node."""
-    return {node: (policies.render(messages), text) for node, (messages, text) in rollout.segments.items()}
+    """A rollout's trainable-node outputs as (rendered prompt, completion, ended) per node."""
+    return {node: Segment(policies.render(messages), text, ended)
+            for node, (messages, text, ended) in rollout.segments.items()}
 
 
 def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder: RunFolder, settings: JointSettings,

@@ -111,7 +111,7 @@ class RunLMEngine(tg.EngineLM):
             self.calls += len(chats)
         requests = [LMRequest(messages=m, temperature=self.temperature, max_tokens=self.max_tokens, seed=self.ctx.seed,
                               sample_index=self.ctx.sample_index + first + i) for i, m in enumerate(chats)]
-        return [r.texts[0] for r in self.ctx.lm.complete(requests, component=self.component)]
+        return [r.texts[0] for r in self.ctx.lm.complete(requests, component=self.component, phase=self.ctx.phase)]
 
     def __call__(self, prompt, **kwargs):
         return self.generate(prompt, **kwargs)

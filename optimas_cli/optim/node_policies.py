@@ -3,14 +3,16 @@
 SysDPO and REINFORCE train every trainable node's weights jointly from one loss, so all adapters
 live on one peft model over the shared base (the weights components' local model): the log-prob
 of a node's output switches to that node's adapter, the reference log-prob (SysDPO) disables all
-adapters, i.e. the base model. A node's segment is (its chat messages, its completion text); its
-log-prob is the sum over the completion's tokens (plus the end-of-turn token) given the prompt the
-local provider renders from those messages, so training scores exactly what generation sampled.
+adapters, i.e. the base model. A node's segment is (its rendered prompt, its completion text, whether
+the completion ended); its log-prob is the sum over the completion's tokens, plus the end-of-turn token
+when generation ended there (not when it was cut at max_tokens: the model never chose to stop), given
+the prompt the local provider renders, so training scores exactly what generation sampled.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -19,7 +21,17 @@ from optimas_cli.lm.local.model import render_chat
 
 NO_GRAD_CHUNK = 4  # rows per forward pass when no gradients are kept (reference and margin scoring)
 
-Segment = tuple[str, str]  # (rendered prompt, completion text) of one node execution
+
+
+class Segment(NamedTuple):
+    """One node execution: its rendered prompt and completion text; `ended` False when generation was
+    cut at max_tokens (finish reason "length"), so no end-of-turn token follows the completion."""
+
+    prompt: str
+    completion: str
+    ended: bool = True
+
+
 NodeSegments = Mapping[str, Segment]  # one trajectory: trainable node -> its segment
 
 
@@ -65,9 +77,10 @@ class NodePolicies:
         completion ends at the last position, so only the tail needs logits."""
         special = not self.tokenizer.chat_template  # as the local provider tokenizes prompts
         rows, targets = [], []
-        for prompt, completion in segments:
+        for prompt, completion, ended in map(_segment, segments):
             prompt_ids = self.tokenizer(prompt, add_special_tokens=special)["input_ids"]
-            completion_ids = self.tokenizer(completion, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+            completion_ids = self.tokenizer(completion, add_special_tokens=False)["input_ids"]
+            completion_ids += [self.tokenizer.eos_token_id] if ended else []
             # The local provider keeps a too-long prompt's end (LocalModel.tokenize); so does scoring.
             prompt_ids = prompt_ids[max(0, len(prompt_ids) + len(completion_ids) - self.max_positions):]
             rows.append(prompt_ids + completion_ids)
@@ -131,6 +144,11 @@ class NodePolicies:
                 raise RuntimeError(f"peft wrote no adapter for {node!r} under {out_dir}")
             folders[node] = str(folder)
         return folders
+
+
+def _segment(segment: Sequence) -> Segment:
+    """A Segment from a (prompt, completion) or (prompt, completion, ended) tuple."""
+    return segment if isinstance(segment, Segment) else Segment(*segment)
 
 
 def shared_base_model(components: Sequence) -> str:

@@ -44,12 +44,12 @@ class Branching:
 @dataclass
 class Rollout:
     """One trajectory, its input's position, the rollout stream it was drawn in, and each trainable
-    node's (messages, completion)."""
+    node's (messages, completion, ended): `ended` is False for a completion cut at max_tokens."""
 
     trajectory: Trajectory
     source: int
     stream: int
-    segments: dict[str, tuple[list[dict], str]] = field(default_factory=dict)
+    segments: dict[str, tuple[list[dict], str, bool]] = field(default_factory=dict)
 
 
 def lm_model_of(component) -> str:
@@ -98,19 +98,19 @@ def _branch(component, current: list[Rollout], value, ctx: RunContext, branching
                   diversity_penalty=branching.diversity_penalty if dbs else None)
         for m, r in zip(messages, current, strict=True)
     ]
-    replies = ctx.lm.complete(requests, component=component.name)
+    replies = ctx.lm.complete(requests, component=component.name, phase=ctx.phase)
     ctx.ledger.record(component.name, len(current) * branching.k, ctx.phase)
     ctx.count(component.name, CANDIDATES, sum(len(reply.texts) for reply in replies))
     ctx.count(component.name, DISTINCT_CANDIDATES, sum(len(set(reply.texts)) for reply in replies))
     branched = []
     for rollout, x, m, reply in zip(current, inputs, messages, replies, strict=True):
-        for text in reply.texts:
+        for text, finish in zip(reply.texts, reply.extra["finish_reasons"], strict=True):
             out = component.parse_output(text)
             trajectory = copy.deepcopy(rollout.trajectory)
             trajectory.steps[component.name] = {"inputs": x, "outputs": out, "skipped": False}
             trajectory.state.update(out)
             branched.append(Rollout(trajectory, rollout.source, rollout.stream,
-                                    {**rollout.segments, component.name: (m, text)}))
+                                    {**rollout.segments, component.name: (m, text, finish != "length")}))
     return branched
 
 

@@ -31,7 +31,7 @@ class WeightsSettings:
     steps: int = 2
     prompts_per_step: int = 1
     num_generations: int = 2
-    max_completion_length: int = 48
+    max_completion_length: int | None = None  # None: the component's own max_tokens (what it is deployed with)
     learning_rate: float = 1e-4
     beta: float = 0.0                    # KL coefficient; 0 loads no reference model
     temperature: float = 1.0

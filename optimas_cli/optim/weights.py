@@ -21,14 +21,22 @@ to the LM with `adapter=value`):
                                                       to, or a local model name of the LM layer
                                                       ("local/smollm2-135m-instruct"); or pass
                                                       base_model_path= to propose()
+    max_tokens: int                                   (attribute, optional) the completion budget
+                                                      it is deployed with; GRPO generates as many
+                                                      tokens, so r_k scores whole completions, not
+                                                      prefixes of what is evaluated (without it: the
+                                                      run LM's max_tokens, which its calls then get)
 
 Settings: optim/settings.py WeightsSettings (work_dir is required: adapters are saved in fresh
-folders under it).
+folders under it). `max_completion_length` overrides the deployed budget (a CPU cap); the log then
+says how many completions it cut. GRPO samples at its own `temperature`: a greedy deployment has no
+exploration to learn from. (Weights components send no stop strings: LocalModelComponent.forward.)
 """
 from __future__ import annotations
 
 import gc
 import json
+import logging
 import shutil
 import tempfile
 import time
@@ -44,6 +52,7 @@ from optimas_cli.optim.settings import WeightsSettings, typed
 from optimas_cli.system.component import Component
 from optimas_cli.system.context import RunContext
 
+log = logging.getLogger(__name__)
 CONTRACT = ("build_messages", "parse_output")
 
 
@@ -71,6 +80,21 @@ def _require_contract(component: Component, base_model_path: str | None) -> str:
     return resolve_base_model(base_model_path or component.base_model_path())
 
 
+def completion_budget(component: Component, ctx: RunContext, cfg: WeightsSettings) -> int:
+    """Tokens GRPO generates per completion: the setting when given, else what the component is deployed with."""
+    if cfg.max_completion_length is not None:
+        deployed = getattr(component, "max_tokens", None)
+        if deployed is not None and cfg.max_completion_length < deployed:
+            log.warning("GRPO generates %d tokens for %s, deployed with %d: r_k scores prefixes of its outputs",
+                        cfg.max_completion_length, component.name, deployed)
+        return int(cfg.max_completion_length)
+    deployed = getattr(component, "max_tokens", None) or getattr(ctx.lm, "max_tokens", None)
+    if deployed is None:
+        raise UserError(f"weights-kind component {component.name!r} declares no max_tokens and the run has no LM",
+                        "give it a max_tokens attribute, or set optimizer.weights.max_completion_length")
+    return int(deployed)
+
+
 def _completion_text(completion: Any) -> str:
     """trl hands conversational completions as [{"role": "assistant", "content": ...}]."""
     if isinstance(completion, list):
@@ -87,8 +111,10 @@ def train_adapter(
     out_dir: Path,
     cfg: WeightsSettings,
     seed: int,
+    max_completion_length: int,
 ) -> dict:
-    """A few GRPO steps on the search inputs' prompts; saves the adapter in `out_dir`. Returns a log."""
+    """A few GRPO steps on the search inputs' prompts, generating up to `max_completion_length` tokens;
+    saves the adapter in `out_dir`. Returns a log."""
     import torch
     from datasets import Dataset
     from peft import LoraConfig, PeftModel
@@ -129,7 +155,7 @@ def train_adapter(
         per_device_train_batch_size=batch,
         gradient_accumulation_steps=1,
         num_generations=num_generations,
-        max_completion_length=cfg.max_completion_length,
+        max_completion_length=max_completion_length,
         learning_rate=cfg.learning_rate,
         beta=cfg.beta,
         temperature=cfg.temperature,
@@ -161,13 +187,16 @@ def train_adapter(
     seconds = time.perf_counter() - started
     # Only the trained adapter: with beta > 0 trl adds a frozen "ref" copy beside it.
     trainer.model.save_pretrained(str(out_dir), selected_adapters=["default"])
-    rewards = [e["reward"] for e in trainer.state.log_history if "reward" in e]
+    steps = [e for e in trainer.state.log_history if "reward" in e]
     del trainer, model
     gc.collect()
     shutil.rmtree(scratch, ignore_errors=True)
     # Each step samples `batch` completions (trl: steps_per_generation 1, num_iterations 1): component runs.
-    return {"train_rewards": rewards, "train_seconds": round(seconds, 3), "steps": args.max_steps,
-            "generations": args.max_steps * batch, "seed": seed}
+    return {"train_rewards": [e["reward"] for e in steps], "train_seconds": round(seconds, 3), "steps": args.max_steps,
+            "generations": args.max_steps * batch, "seed": seed, "max_completion_length": max_completion_length,
+            # per step: the longest completion (tokens) and the share that hit the budget before ending
+            "completion_max_tokens": [e.get("completions/max_length") for e in steps],
+            "completion_cut_share": [e.get("completions/clipped_ratio") for e in steps]}
 
 
 def propose(
@@ -195,14 +224,15 @@ def propose(
     # A fresh folder per proposal: a rejected adapter must never overwrite the accepted one.
     out_dir = Path(tempfile.mkdtemp(prefix=f"{component.name}-", dir=work_dir))
     seed = int(make_rng(rng, cfg, ctx).integers(1 << 31))
+    budget = completion_budget(component, ctx, cfg)
     with ctx.ledger.computing("grpo_training"):
-        log = train_adapter(component, current_value, search_inputs, lrf, base, out_dir, cfg, seed)
-    ctx.ledger.record(component.name, log["generations"], ctx.phase, charged=False)
-    log.update({"algorithm": "GRPO", "base_model": base, "parent_adapter": current_value, "adapter": str(out_dir)})
-    (out_dir / "optimas_adapter.json").write_text(json.dumps(log, indent=2))
+        details = train_adapter(component, current_value, search_inputs, lrf, base, out_dir, cfg, seed, budget)
+    ctx.ledger.record(component.name, details["generations"], ctx.phase, charged=False)
+    details.update({"algorithm": "GRPO", "base_model": base, "parent_adapter": current_value, "adapter": str(out_dir)})
+    (out_dir / "optimas_adapter.json").write_text(json.dumps(details, indent=2))
 
     local_score = baseline_score = None
     if cfg.score_on_search:
         baseline_score = score_value(component, current_value, search_inputs, lrf, ctx)[0]
         local_score = score_value(component, str(out_dir), search_inputs, lrf, ctx)[0]
-    return Proposal(value=str(out_dir), local_score=local_score, baseline_score=baseline_score, details=log)
+    return Proposal(value=str(out_dir), local_score=local_score, baseline_score=baseline_score, details=details)

@@ -6,7 +6,7 @@ requests that share adapter and decoding settings as one batched `generate`.
 
 Extra request fields (besides temperature, max_tokens, stop, seed, n) travel in `extra_body`:
   adapter       a peft LoRA folder to apply for this request
-  sample_index  with seed, picks the random stream at temperature > 0 (reproducible per sample)
+  sample_index  with seed and the messages, picks the random stream at temperature > 0 (lm/sampling.py)
   sample_offset index of the first of the n samples (the client sends samples one by one)
   batch_hint    how many requests the caller is sending at once with these settings
   cache_dir     where shipped models are converted (default: $OPTIMAS_CACHE_DIR or ~/.cache/optimas)
@@ -148,7 +148,7 @@ class LocalProvider(CustomLLM):
                 [generations] = self._batchers[local_model.folder].submit(key, [(prompt, 0, adapter)], expected=hint,
                                                                           costs=[cost * n])
             else:
-                items = [(prompt, sample_seed(seed, sample_index, offset + k), adapter) for k in range(n)]
+                items = [(prompt, sample_seed(seed, messages, sample_index, offset + k), adapter) for k in range(n)]
                 generations = self._batchers[local_model.folder].submit(key, items, expected=hint * n,
                                                                         costs=[cost] * n)
         except UserError:
