@@ -79,6 +79,17 @@ def test_gate_accepts_only_strict_improvements(tmp_path, favourite, accepted):
         assert config["pick"] == 0 and entry.val_after == pytest.approx(2.5) and adapted == []
 
 
+@pytest.mark.parametrize("favourite, accepted", [(2, False), (3, True)])
+def test_the_paper_count_charges_a_validation_pass_only_when_its_proposal_is_accepted(tmp_path, favourite, accepted):
+    pipeline, _ = make_pipeline()
+    loop = make_loop(pipeline, favourite, tmp_path)
+    loop.run()
+    phase = loop.ctx.ledger.to_dict()["by_phase"]["validation"]
+    # The first pass runs both components on 5 inputs (5 runs); the proposal's pass re-runs `pick` (5 x 1/2).
+    assert phase["runs"] == pytest.approx(5 + 2.5)  # executed: every pass
+    assert phase["paper_runs"] == pytest.approx(5 + (2.5 if accepted else 0))  # before: 7.5 either way
+
+
 def test_validation_reuses_cached_upstream_outputs(tmp_path):
     pipeline, up = make_pipeline()
     make_loop(pipeline, 3, tmp_path, iterations=2).run()

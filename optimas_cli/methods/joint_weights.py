@@ -98,11 +98,12 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
         if details.get("updated"):
             for node, adapter in policies.save(folder.file(f"adapters/iteration-{t + 1}")).items():
                 config = config.replace(node, adapter)
-            with ctx.ledger.timed("validation"):
+            with ctx.ledger.timed("validation"), ctx.ledger.provisional() as validation_pass:
                 trajs = system.run_changed(roots, val_trajs, config, vctx)
                 candidate = float(sum(rewards(pipeline, trajs)))
             entry.val_candidate, entry.proposal = candidate, {n: config[n] for n in nodes}
             if candidate > best_val:  # the same strict gate as Algorithm 1
+                validation_pass.keep()  # the paper charges accepted updates' validation only
                 best, best_val = config, candidate
                 entry.accepted, entry.val_after = True, candidate
         else:

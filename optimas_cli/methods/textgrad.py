@@ -312,11 +312,12 @@ class TextGrad(Method):
                                      val_after=val_total, accepted=False, runs_so_far=0.0, n=len(splits.val),
                                      details={"train_batch_mean": statistics.fmean(scores)})
                 if changed:
-                    with ctx.ledger.timed("validation"):
+                    with ctx.ledger.timed("validation"), ctx.ledger.provisional() as validation_pass:
                         cand_trajs = system.run_changed(changed, val_trajs, candidate, vctx)
                     cand_total = float(sum(rewards(pipeline, cand_trajs)))
                     entry.val_candidate = cand_total
                     if cand_total >= val_total:  # TextGrad reverts only when validation gets worse
+                        validation_pass.keep()  # the paper charges accepted updates' validation only
                         config, val_trajs, val_total = candidate, cand_trajs, cand_total
                         entry.accepted, entry.val_after = True, cand_total
                 else:
