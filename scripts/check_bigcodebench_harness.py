@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from optimas_cli.sandbox import SandboxLimits, probe_isolation  # noqa: E402
-from pipelines.bigcodebench.data import load_tasks, missing_libs  # noqa: E402
+from pipelines.bigcodebench.data import load_tasks, task_missing_libs  # noqa: E402
 from pipelines.bigcodebench.execution import SuiteOutcome, run_suites  # noqa: E402
 
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit|Interrupt|Warning))\b", re.MULTILINE)
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         wanted = {f"BigCodeBench/{n.strip()}" for n in args.only.split(",")}
         tasks = [t for t in tasks if t["task_id"] in wanted]
-    skipped = {t["task_id"]: missing_libs(t["libs"]) for t in tasks}
+    skipped = {t["task_id"]: task_missing_libs(t) for t in tasks}
     skipped = {k: v for k, v in skipped.items() if v}
     runnable = [t for t in tasks if t["task_id"] not in skipped]
     limits = SandboxLimits(wall_seconds=args.timeout, memory_mb=args.memory_mb, output_bytes=65536)
