@@ -175,6 +175,16 @@ READ_THE_KEY_WITH_CTYPES = (
 CHEATS["read the key out of a closure cell with ctypes, then forge"] = READ_THE_KEY_WITH_CTYPES
 
 
+# Issue 26, item 6: answers that decide equality themselves, compared with a builtin value.
+ALWAYS_EQUAL = "class Anything:\n    def __eq__(self, other):\n        return True\n    __hash__ = object.__hash__\n"
+CHEATS["an answer whose __eq__ is always true"] = ALWAYS_EQUAL + "def task_func(a, b):\n    return Anything()\n"
+CHEATS["an int subclass that equals everything and claims numpy as its module"] = (
+    "class Zero(int):\n    __module__ = 'numpy'\n    def __eq__(self, other):\n        return True\n"
+    "    __hash__ = int.__hash__\n"
+    "def task_func(a, b):\n    return Zero(0)\n")
+CHEATS["unittest.mock.ANY as the answer"] = "from unittest import mock\ndef task_func(a, b):\n    return mock.ANY\n"
+
+
 @pytest.mark.parametrize("name", list(CHEATS))
 def test_cheating_solution_does_not_pass(name):
     outcome = run_suites([(CHEATS[name], TESTS)], LIMITS)[0]
@@ -227,3 +237,28 @@ def test_the_judge_holding_the_key_is_out_of_the_solutions_reach():
     result = run_job(job)
     lines = [line for line in result.stderr.splitlines() if line.startswith(("opened", "refused"))]
     assert len(lines) == 4 and all(line.startswith("refused") for line in lines), result.stderr
+
+
+def test_answers_deciding_their_own_equality_fail_inside_containers_too_and_honest_ones_pass():
+    tests = (
+        "import unittest\n"
+        "class TestCases(unittest.TestCase):\n"
+        "    def test_list(self):\n        self.assertEqual(task_func(2, 3), [5, {'k': (5,)}])\n"
+        "    def test_member(self):\n        self.assertIn(task_func(1, 1), [2, 3])\n"
+    )
+    cheat = ALWAYS_EQUAL + "def task_func(a, b):\n    return [Anything(), {'k': (Anything(),)}] if a == 2 else Anything()\n"
+    honest = (  # a numpy scalar, and a class of the code's own compared with its own kind, not a builtin
+        "import numpy as np\n"
+        "def task_func(a, b):\n"
+        "    return [np.int64(a + b), {'k': (np.int64(a + b),)}] if a == 2 else np.int64(a + b)\n")
+    cheated, fair = run_suites([(cheat, tests), (honest, tests)], LIMITS)
+    assert cheated.status == "failed" and cheated.failed == 2, cheated
+    assert "decides its own equality" in cheated.failures[0]["trace"], cheated.failures
+    assert fair.passed and fair.tests_run == 2, fair
+    own_kind = (
+        "import dataclasses, unittest\n"
+        "class TestCases(unittest.TestCase):\n"
+        "    def test_point(self):\n        self.assertEqual(task_func(1, 2), Point(1, 2))\n"
+    )
+    point = "import dataclasses\n@dataclasses.dataclass\nclass Point:\n    x: int\n    y: int\ndef task_func(a, b):\n    return Point(a, b)\n"
+    assert run_suites([(point, own_kind)], LIMITS)[0].passed

@@ -40,6 +40,7 @@ EXIT_FAILED, EXIT_ERROR, EXIT_MEMORY = 1, 2, 3
 INSPECTION_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
 OK_KINDS = ("success", "expected failure", "skip")
 JOURNAL_BYTES = 1 << 20  # as much as the runner keeps of the report channel
+__unittest = True  # unittest leaves this file's frames (the equality check below) out of failure traces
 PR_SET_DUMPABLE = 4
 
 
@@ -84,6 +85,81 @@ def _is_method(value):
 def _methods(cls):
     """name -> the method objects a class defines itself (what a patch would replace)."""
     return {k: v for k, v in vars(cls).items() if _is_method(v)}
+
+
+# Equality assertions (and unittest's older names for them) that an answer could pass by deciding
+# equality itself: an __eq__ that is always true, unittest.mock.ANY.
+EQUALITY_ASSERTS = (
+    "assertEqual", "assertNotEqual", "assertAlmostEqual", "assertNotAlmostEqual", "assertSequenceEqual",
+    "assertListEqual", "assertTupleEqual", "assertSetEqual", "assertDictEqual", "assertCountEqual",
+    "assertMultiLineEqual", "assertIn", "assertNotIn", "assertEquals", "failUnlessEqual", "assertNotEquals",
+    "failIfEqual", "assertAlmostEquals", "failUnlessAlmostEqual", "assertNotAlmostEquals", "failIfAlmostEqual")
+PLAIN = (bool, int, float, complex, str, bytes, type(None), list, tuple, set, frozenset, dict)
+WALK_LIMIT = 100_000  # objects looked at per side; a bigger value is checked that far
+_mro_of, _dict_of = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__  # no metaclass can shadow
+
+
+def _inside(value):
+    """`value` and what it holds through containers of exactly the builtin types (walking them runs no code of the solution)."""
+    stack, seen = [value], 0
+    while stack and seen < WALK_LIMIT:
+        item = stack.pop()
+        seen += 1
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif kind in (list, tuple, set, frozenset):
+            stack.extend(item)
+        yield item
+
+
+def _written_by_the_code(klass):
+    namespace = _dict_of(klass)
+    module = namespace.get("__module__")
+    if type(module) is str and (module == "__test__" or module.startswith("unittest.")):
+        return True  # the solution's or the tests' own class, or one of unittest.mock's (ANY equals anything)
+    for value in namespace.values():
+        func = getattr(value, "__func__", value) if type(value) in (staticmethod, classmethod) else value
+        if type(func) is types.FunctionType and func.__code__.co_filename == TEST_FILE:
+            return True  # a class that claims another module but whose methods are in the code
+    return False
+
+
+def _decides_its_own_equality(kind):
+    """Whether the class that gives `kind` its __eq__ (or __ne__) was written by the code under test."""
+    for name in ("__eq__", "__ne__"):
+        owner = next((k for k in _mro_of(kind) if name in _dict_of(k)), object)
+        if owner is not object and _written_by_the_code(owner):
+            return True
+    return False
+
+
+def _self_judging(value):
+    return next((item for item in _inside(value) if type(item) not in PLAIN and _decides_its_own_equality(type(item))), None)
+
+
+def _strict(original):
+    """`original`, failing first when one side is a plain builtin value and the other holds an object
+    whose equality the code under test decides (it could say "equal" to anything)."""
+
+    def check(self, first, second, *args, **kwargs):
+        for plain, other in ((first, second), (second, first)):
+            culprit = _self_judging(other)
+            if culprit is not None and all(type(item) in PLAIN for item in _inside(plain)):
+                raise self.failureException(
+                    f"{type(culprit).__name__!s} decides its own equality (its __eq__ is the code's own), "
+                    f"so comparing it with a {type(plain).__name__} checks nothing")
+        return original(self, first, second, *args, **kwargs)
+
+    check.__doc__ = original.__doc__
+    return check
+
+
+def _strict_equality():
+    for name in EQUALITY_ASSERTS:
+        if name in vars(unittest.TestCase):
+            setattr(unittest.TestCase, name, _strict(vars(unittest.TestCase)[name]))
 
 
 class Result(unittest.TestResult):
@@ -415,6 +491,7 @@ def _worker(plan, wake, answer):
         os.write(wake, struct.pack("<Q", address))
         if os.read(answer, 1) == b"g":  # the judge is ready: undumpable, the key read and deleted
             run_case = unittest.TestCase.run  # unittest's own, taken before the solution can touch the class
+            _strict_equality()  # before _seal, whose snapshot of unittest then holds the strict versions
             _seal(plan, (address, memmove, wake, answer))
             code = _run(plan, run_case)
             sys.stdout.flush()
