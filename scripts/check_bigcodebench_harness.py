@@ -6,13 +6,22 @@ libraries, and the failures grouped by reason (exception type or sandbox status)
 
     python scripts/check_bigcodebench_harness.py                       # all 1,140 tasks
     python scripts/check_bigcodebench_harness.py --limit 50 --json-out outputs/bcb_check.json
+    python scripts/check_bigcodebench_harness.py --agreement 60 --seed 0  # verdicts vs plain unittest
+
+--agreement N takes N seeded runnable tasks, each as canonical / `return None` / altered return
+value, and compares the harness's verdicts with BigCodeBench's own rule run without a sandbox
+(load TestCases, run them, pass iff none failed or erred) in a fresh interpreter as this user.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
 import re
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -20,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from optimas_cli.sandbox import SandboxLimits, probe_isolation  # noqa: E402
-from pipelines.bigcodebench.data import load_tasks, missing_libs  # noqa: E402
+from pipelines.bigcodebench.data import load_tasks, task_missing_libs  # noqa: E402
 from pipelines.bigcodebench.execution import SuiteOutcome, run_suites  # noqa: E402
 
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit|Interrupt|Warning))\b", re.MULTILINE)
@@ -46,6 +55,73 @@ def reason(outcome: SuiteOutcome) -> str:
     return f"{outcome.status}: {found[-1] if found else 'no exception named'}"
 
 
+# Wraps task_func so that it returns a different value of the same kind (None for other kinds).
+ALTERED = """
+_unaltered_task_func = task_func
+def task_func(*args, **kwargs):
+    value = _unaltered_task_func(*args, **kwargs)
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + "!"
+    if isinstance(value, list):
+        return value + [None]
+    if isinstance(value, tuple):
+        return value + (None,)
+    if isinstance(value, dict):
+        return {**value, "__altered__": 1}
+    return None
+"""
+UNITTEST_JUDGE = """
+import sys, types, unittest
+module = types.ModuleType("__test__")
+sys.modules["__test__"] = module
+exec(compile(open(sys.argv[1]).read(), "__test__.py", "exec"), module.__dict__)
+result = unittest.TestResult()
+unittest.TestLoader().loadTestsFromTestCase(module.TestCases).run(result)
+sys.exit(0 if result.testsRun and not (result.failures or result.errors) else 1)
+"""
+
+
+def variants(task: dict) -> list[tuple[str, str]]:
+    code = task["code_prompt"] + task["canonical_solution"]
+    return [("canonical", code), ("none", code + "\ndef task_func(*args, **kwargs):\n    return None\n"),
+            ("altered", code + "\n" + ALTERED)]
+
+
+def unittest_verdict(code: str, tests: str, timeout: float) -> bool | None:
+    """BigCodeBench's own rule, unsandboxed, in a fresh interpreter and an empty folder (None: timed out)."""
+    with tempfile.TemporaryDirectory() as folder:
+        program, work = os.path.join(folder, "program.py"), os.path.join(folder, "task")
+        Path(program).write_text(code + "\n\n" + tests, encoding="utf-8")
+        os.mkdir(work)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": work, "TZ": "UTC", "LANG": "C.UTF-8",
+               "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+        try:
+            return subprocess.run([sys.executable, "-c", UNITTEST_JUDGE, program], cwd=work, env=env,
+                                  capture_output=True, timeout=timeout).returncode == 0
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def agreement(tasks: list[dict], count: int, seed: int, limits: SandboxLimits, workers: int | None) -> int:
+    chosen = random.Random(seed).sample(tasks, min(count, len(tasks)))
+    programs = [(task, name, code) for task in chosen for name, code in variants(task)]
+    start = time.monotonic()
+    ours = run_suites([(code, task["test"]) for task, _, code in programs], limits, workers)
+    theirs = [unittest_verdict(code, task["test"], limits.wall_seconds) for task, _, code in programs]
+    judged = [(p, o, t) for p, o, t in zip(programs, ours, theirs, strict=True) if t is not None]
+    differ = [(p, o, t) for p, o, t in judged if o.passed != t]
+    print(f"\nagreement with plain unittest: {len(judged) - len(differ)} of {len(judged)} verdicts "
+          f"({len(programs) - len(judged)} timed out there; {time.monotonic() - start:.0f} s)")
+    for (task, name, _), outcome, theirs_passed in differ:
+        print(f"  {task['task_id']} {name}: harness {outcome.status}, unittest {'passed' if theirs_passed else 'failed'}"
+              f" ({reason(outcome)})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", default=None, help="folder holding bigcodebench/ (default: $OPTIMAS_DATA_DIR)")
@@ -55,18 +131,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="only the first N tasks")
     ap.add_argument("--only", default=None, help="only these task numbers, e.g. 35,36,1127")
     ap.add_argument("--json-out", default=None, help="write per-task outcomes here")
+    ap.add_argument("--agreement", type=int, default=None, metavar="N",
+                    help="compare verdicts with plain unittest on N seeded tasks x 3 variants instead")
+    ap.add_argument("--seed", type=int, default=0, help="which tasks --agreement takes")
     args = ap.parse_args(argv)
 
     tasks = load_tasks(args.data_dir)[: args.limit]
     if args.only:
         wanted = {f"BigCodeBench/{n.strip()}" for n in args.only.split(",")}
         tasks = [t for t in tasks if t["task_id"] in wanted]
-    skipped = {t["task_id"]: missing_libs(t["libs"]) for t in tasks}
+    skipped = {t["task_id"]: task_missing_libs(t) for t in tasks}
     skipped = {k: v for k, v in skipped.items() if v}
     runnable = [t for t in tasks if t["task_id"] not in skipped]
     limits = SandboxLimits(wall_seconds=args.timeout, memory_mb=args.memory_mb, output_bytes=65536)
     print(f"{len(tasks)} tasks: {len(runnable)} runnable, {len(skipped)} skipped for missing libraries", flush=True)
     print(f"sandbox isolation: {probe_isolation()}", flush=True)
+    if args.agreement:
+        return agreement(runnable, args.agreement, args.seed, limits, args.workers)
 
     start = time.monotonic()
     outcomes: list[SuiteOutcome] = []

@@ -10,7 +10,14 @@ import pytest
 
 from optimas_cli.errors import DataError
 from optimas_cli.system.pipeline import Splits
-from pipelines.bigcodebench.data import load_tasks, missing_libs, official_splits, parse_libs, runnable_splits
+from pipelines.bigcodebench.data import (
+    load_tasks,
+    missing_libs,
+    official_splits,
+    parse_libs,
+    runnable_splits,
+    task_missing_libs,
+)
 
 DATA = "/work/shared/data"
 
@@ -56,6 +63,23 @@ def test_tasks_with_missing_libraries_are_skipped_and_counted_per_split(tasks):
     assert kept.sizes() == {"train": 1, "val": 0, "test": 1}
     assert skipped["train"] == 1 and skipped["val"] == 1 and skipped["test"] == 1 and skipped["total"] == 3
     assert skipped["missing_libraries"] == {"definitely_not_installed_lib_a": 2, "definitely_not_installed_lib_b": 1}
+
+
+def test_tasks_whose_tests_import_a_missing_library_are_skipped_too(tasks):
+    tests = (
+        "import unittest\nimport definitely_not_installed_lib_c as c\nfrom os import path\n"
+        "class TestCases(unittest.TestCase):\n    def test_a(self):\n"
+        "        from definitely_not_installed_lib_d.sub import x\n"
+    )
+    splits = Splits(train=[{**tasks[0], "libs": ["random"], "test": tests}], val=[], test=[tasks[1]])
+    kept, skipped = runnable_splits(splits)
+    assert kept.sizes() == {"train": 0, "val": 0, "test": 1}
+    assert skipped["missing_libraries"] == {"definitely_not_installed_lib_c": 1, "definitely_not_installed_lib_d": 1}
+    # BigCodeBench 258 and 464 list no pytz in `libs`, but their tests import it.
+    for number in (258, 464):
+        task = tasks[number]
+        assert "pytz" not in task["libs"] and "pytz" in task["test"]
+        assert ("pytz" in task_missing_libs(task)) == bool(missing_libs(["pytz"]))
 
 
 def test_missing_libs_knows_stdlib_and_installed_packages():

@@ -2,7 +2,8 @@
 by attacking the harness instead of solving the task. None may pass (issue 18, item 4); a correct
 solution whose leftover child floods stdout must still pass (item 5).
 
-Only `run_suites` and SuiteOutcome's fields are used, so the same file measures any harness version.
+Only `run_suites` and SuiteOutcome's fields are used (and `suite_job` to look at a run's stderr),
+so the same file measures any harness version.
 """
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import sys
 
 import pytest
 
-from optimas_cli.sandbox import SandboxLimits
-from pipelines.bigcodebench.execution import run_suites
+from optimas_cli.sandbox import SandboxLimits, run_job
+from pipelines.bigcodebench.execution import run_suites, suite_job
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox targets Linux")
 
@@ -128,6 +129,62 @@ CHEATS = {
 }
 
 
+# Issue 26, item 5: no gc, no /proc/self/mem: raw reads with ctypes over every writable mapping,
+# looking for closure cells that hold 32 bytes (the harness's key lived in one), then records
+# keyed with it, written to every descriptor.
+READ_THE_KEY_WITH_CTYPES = (
+    "import ctypes, hashlib, os, struct, types\n"
+    "def regions():\n"
+    "    with open('/proc/self/maps') as fh:\n"
+    "        for line in fh:\n"
+    "            span, perms = line.split()[:2]\n"
+    "            lo, hi = (int(x, 16) for x in span.split('-'))\n"
+    "            if perms.startswith('rw') and hi - lo < (256 << 20):\n"
+    "                yield lo, hi\n"
+    "def keys_in_cells():\n"
+    "    spans = list(regions())\n"
+    "    readable = lambda a, n: any(lo <= a and a + n <= hi for lo, hi in spans)\n"
+    "    cell, data = struct.pack('<Q', id(types.CellType)), struct.pack('<Q', id(bytes))\n"
+    "    for lo, hi in spans:\n"
+    "        blob = ctypes.string_at(lo, hi - lo)\n"
+    "        at = blob.find(cell, 8)\n"
+    "        while at != -1:\n"
+    "            if at % 8 == 0 and at + 16 <= len(blob):\n"
+    "                ref = struct.unpack_from('<Q', blob, at + 8)[0]\n"
+    "                if readable(ref, 64):\n"
+    "                    head = ctypes.string_at(ref, 32)\n"
+    "                    if head[8:16] == data and struct.unpack_from('<q', head, 16)[0] == 32:\n"
+    "                        yield ctypes.string_at(ref + 32, 32)\n"
+    "            at = blob.find(cell, at + 1)\n"
+    "def task_func(a, b):\n"
+    "    for key in keys_in_cells():\n"
+    "        lines = ['test\\t0\\tTestCases\\ttest_other_sum\\tpass\\t\\t0',\n"
+    "                 'test\\t1\\tTestCases\\ttest_sum\\tpass\\t\\t0', 'done\\t2']\n"
+    "        out = b''\n"
+    "        for seq, line in enumerate(lines, 1):\n"
+    "            body = f'{seq}\\t{line}'.encode()\n"
+    "            out += hashlib.blake2b(body, key=key, digest_size=16).hexdigest().encode() + b'\\t' + body + b'\\n'\n"
+    "        for fd in range(3, 64):\n"
+    "            try:\n"
+    "                os.write(fd, out)\n"
+    "            except OSError:\n"
+    "                pass\n"
+    "        os._exit(0)\n"
+    "    return a - b\n"
+)
+CHEATS["read the key out of a closure cell with ctypes, then forge"] = READ_THE_KEY_WITH_CTYPES
+
+
+# Issue 26, item 6: answers that decide equality themselves, compared with a builtin value.
+ALWAYS_EQUAL = "class Anything:\n    def __eq__(self, other):\n        return True\n    __hash__ = object.__hash__\n"
+CHEATS["an answer whose __eq__ is always true"] = ALWAYS_EQUAL + "def task_func(a, b):\n    return Anything()\n"
+CHEATS["an int subclass that equals everything and claims numpy as its module"] = (
+    "class Zero(int):\n    __module__ = 'numpy'\n    def __eq__(self, other):\n        return True\n"
+    "    __hash__ = int.__hash__\n"
+    "def task_func(a, b):\n    return Zero(0)\n")
+CHEATS["unittest.mock.ANY as the answer"] = "from unittest import mock\ndef task_func(a, b):\n    return mock.ANY\n"
+
+
 @pytest.mark.parametrize("name", list(CHEATS))
 def test_cheating_solution_does_not_pass(name):
     outcome = run_suites([(CHEATS[name], TESTS)], LIMITS)[0]
@@ -156,3 +213,52 @@ def test_a_leftover_child_flooding_stdout_cannot_fail_a_correct_solution():
     )
     outcome = run_suites([(flood, TESTS)], LIMITS)[0]
     assert outcome.passed and outcome.tests_run == 2, outcome
+
+
+def test_the_judge_holding_the_key_is_out_of_the_solutions_reach():
+    """The key and the channel live in the judge, the solution's parent: a fresh interpreter started
+    by the solution (no audit hook there) can neither read the judge's memory nor take its fd 3."""
+    probe = (
+        "import os, subprocess, sys\n"
+        "judge = os.getppid()\n"
+        "code = ('import os, sys\\n'\n"
+        "        'for path in sys.argv[1:]:\\n'\n"
+        "        '    try:\\n'\n"
+        "        '        fd = os.open(path, os.O_RDONLY)\\n'\n"
+        "        '        print(\"opened\", path)\\n'\n"
+        "        '    except OSError as exc:\\n'\n"
+        "        '        print(\"refused\", path, exc.errno)\\n')\n"
+        "paths = [f'/proc/{judge}/{name}' for name in ('mem', 'fd/3', 'environ', 'maps')]\n"
+        "print(subprocess.run([sys.executable, '-c', code, *paths], capture_output=True, text=True).stdout,\n"
+        "      file=sys.stderr)\n"
+        "def task_func(a, b):\n    return a - b\n"
+    )
+    job, _ = suite_job(probe, TESTS, LIMITS)
+    result = run_job(job)
+    lines = [line for line in result.stderr.splitlines() if line.startswith(("opened", "refused"))]
+    assert len(lines) == 4 and all(line.startswith("refused") for line in lines), result.stderr
+
+
+def test_answers_deciding_their_own_equality_fail_inside_containers_too_and_honest_ones_pass():
+    tests = (
+        "import unittest\n"
+        "class TestCases(unittest.TestCase):\n"
+        "    def test_list(self):\n        self.assertEqual(task_func(2, 3), [5, {'k': (5,)}])\n"
+        "    def test_member(self):\n        self.assertIn(task_func(1, 1), [2, 3])\n"
+    )
+    cheat = ALWAYS_EQUAL + "def task_func(a, b):\n    return [Anything(), {'k': (Anything(),)}] if a == 2 else Anything()\n"
+    honest = (  # a numpy scalar, and a class of the code's own compared with its own kind, not a builtin
+        "import numpy as np\n"
+        "def task_func(a, b):\n"
+        "    return [np.int64(a + b), {'k': (np.int64(a + b),)}] if a == 2 else np.int64(a + b)\n")
+    cheated, fair = run_suites([(cheat, tests), (honest, tests)], LIMITS)
+    assert cheated.status == "failed" and cheated.failed == 2, cheated
+    assert "decides its own equality" in cheated.failures[0]["trace"], cheated.failures
+    assert fair.passed and fair.tests_run == 2, fair
+    own_kind = (
+        "import dataclasses, unittest\n"
+        "class TestCases(unittest.TestCase):\n"
+        "    def test_point(self):\n        self.assertEqual(task_func(1, 2), Point(1, 2))\n"
+    )
+    point = "import dataclasses\n@dataclasses.dataclass\nclass Point:\n    x: int\n    y: int\ndef task_func(a, b):\n    return Point(a, b)\n"
+    assert run_suites([(point, own_kind)], LIMITS)[0].passed

@@ -1,11 +1,14 @@
 """Hostile programs must leave nothing on the host: IPC objects, files in world-writable folders,
-memory beyond the sandbox's total, user namespaces (issue 18, items 1-3 and 6)."""
+memory beyond the sandbox's total, user namespaces (issue 18, items 1-3 and 6), host Unix sockets
+and a disk filled with many small files (issue 26, items 4 and 6)."""
 from __future__ import annotations
 
 import os
 import secrets
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +172,73 @@ def test_cgroup_v2_layout_is_written_as_the_kernel_expects(tmp_path, monkeypatch
         (parent / "run1" / name).unlink(missing_ok=True)
     cgroup.remove(group)
     assert not (parent / "run1").exists()
+
+
+def listening_unix_socket(path: str) -> socket.socket:
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    if not path.startswith("\0"):
+        os.chmod(path, 0o777)  # as Postgres and D-Bus leave theirs: anyone may connect
+    server.listen()
+    server.setblocking(False)
+    return server
+
+
+def test_host_unix_sockets_are_out_of_reach(tmp_path):
+    needs("mount", "user", "network")
+    tag = secrets.token_hex(4)
+    open_dir = Path(__file__).resolve().parent / f".sockets-{tag}"  # world-writable, outside /run and /tmp
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    paths = [f"/run/optimas-test-{tag}.sock", f"/tmp/optimas-test-{tag}.sock", str(open_dir / "s.sock"),
+             f"\0optimas-test-{tag}"]  # the last one abstract
+    servers = [listening_unix_socket(p) for p in paths]
+    source = (
+        "import socket\n"
+        f"for p in {paths!r}:\n"
+        "    s = socket.socket(socket.AF_UNIX)\n"
+        "    try:\n"
+        "        s.connect(p)\n"
+        "        print('connected', repr(p))\n"
+        "    except OSError as exc:\n"
+        "        print('refused', repr(p), exc.errno)\n"
+    )
+    try:
+        result = run_python(source, limits=FAST)
+        accepted = []
+        for path, server in zip(paths, servers, strict=True):
+            try:
+                server.accept()[0].close()
+                accepted.append(path)
+            except BlockingIOError:
+                pass
+    finally:
+        for path, server in zip(paths, servers, strict=True):
+            server.close()
+            if not path.startswith("\0"):
+                os.unlink(path)
+        open_dir.rmdir()
+    assert result.status == PASSED, result.stderr
+    assert accepted == [] and "connected" not in result.stdout, result.stdout
+
+
+def test_many_files_under_the_per_file_cap_cannot_fill_the_disk():
+    needs("mount")
+    limits = SandboxLimits(wall_seconds=20, memory_mb=768, max_file_mb=8, work_mb=32, scratch_mb=16)
+    source = (
+        "import os\n"
+        "for where in ('.', '/tmp'):\n"
+        "    written = 0\n"
+        "    for i in range(25):\n"  # 200 MB in files of 8 MB, each within max_file_mb
+        "        try:\n"
+        "            with open(os.path.join(where, f'f{i}'), 'wb') as fh:\n"
+        "                fh.write(b'x' * (8 << 20))\n"
+        "            written += 8\n"
+        "        except OSError:\n"
+        "            break\n"
+        "    print(where, written)\n"
+    )
+    result = run_python(source, limits=limits)
+    assert result.status == PASSED, result.stderr
+    written = dict(line.split() for line in result.stdout.splitlines())
+    assert int(written["."]) <= 32 and int(written["/tmp"]) <= 16, written

@@ -146,6 +146,7 @@ def _isolate(spec: dict) -> tuple[dict, int | None]:
     """Enter the namespaces and build the filesystem view; return (isolation, uid to run as)."""
     iso: dict = {"network": False, "pid": False, "ipc": False, "mount": False, "user": False, "userns_denied": False,
                  "memory": spec["memory_scope"], "notes": list(spec["notes"])}
+    sockets = mounts.host_unix_sockets()  # listed while still in the host's network namespace
     layers = {"mount": linux.CLONE_NEWNS, "pid": linux.CLONE_NEWPID, "ipc": linux.CLONE_NEWIPC}
     if spec["isolate_network"]:
         layers["network"] = linux.CLONE_NEWNET
@@ -166,7 +167,8 @@ def _isolate(spec: dict) -> tuple[dict, int | None]:
     if iso["mount"]:
         try:
             iso["covered"] = mounts.private_filesystem(
-                spec["workdir"], spec["needed"], hide_unreachable=uid is not None, scratch_mb=spec["scratch_mb"]
+                spec["workdir"], spec["needed"], hide_unreachable=uid is not None, scratch_mb=spec["scratch_mb"],
+                work_mb=spec["work_mb"], owner=uid, sockets=sockets,
             )
         except OSError as exc:
             iso["notes"].append(f"filesystem: private view failed ({exc})")

@@ -33,6 +33,7 @@ class SandboxLimits:
     network: bool = False  # False: run in an empty network namespace where the platform allows
     drop_privileges: bool = True  # when started as root: run as a fresh unprivileged uid
     scratch_mb: int = 64  # size of each private /tmp, /var/tmp, /dev/shm (when a mount namespace is had)
+    work_mb: int = 512  # size of the work directory, all files together (when a mount namespace is had)
 
     def __post_init__(self) -> None:
         if self.wall_seconds <= 0 or self.memory_mb <= 0 or self.max_processes <= 0:

@@ -158,6 +158,7 @@ def _spec(job: SandboxJob, workdir: str, uid: int | None, report_fd: int, channe
         "max_file_bytes": lim.max_file_mb << 20,
         "max_open_files": lim.max_open_files,
         "scratch_mb": lim.scratch_mb,
+        "work_mb": lim.work_mb,
         "isolate_network": not lim.network,
         "uid": uid,
         "needed": _needed_paths(),

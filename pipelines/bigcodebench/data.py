@@ -2,8 +2,9 @@
 
 The official Optimas code tags the 1,140 tasks with a list of 1,000 'train' and 140 'test' tags
 shuffled by random.seed(42), then keeps the last 5% of train as validation. Tasks whose
-third-party libraries (field `libs`) are not importable here are then dropped from each split and
-counted, so a missing library is never scored as the model's failure.
+third-party libraries (field `libs`, and whatever the task's unit tests import) are not importable
+here are then dropped from each split and counted, so a missing library is never scored as the
+model's failure.
 """
 from __future__ import annotations
 
@@ -112,13 +113,33 @@ def missing_libs(libs: list[str]) -> list[str]:
     return missing
 
 
+def test_imports(test_source: str) -> list[str]:
+    """Top-level modules the unit tests import (some import libraries the task's `libs` omit: pytz)."""
+    try:
+        tree = ast.parse(test_source)
+    except (SyntaxError, ValueError):
+        return []  # the run reports the syntax error
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return sorted(names)
+
+
+def task_missing_libs(task: dict) -> list[str]:
+    """What a task needs that is not importable here: its `libs` and its tests' imports."""
+    return missing_libs(sorted(set(task["libs"]) | set(test_imports(task.get("test", "")))))
+
+
 def runnable_splits(splits: Splits) -> tuple[Splits, dict]:
     """Drop the tasks whose libraries are missing; return the kept splits and the skip counts."""
     kept, counts, libs = {}, {}, Counter()
     for name in ("train", "val", "test"):
         kept[name], counts[name] = [], 0
         for task in getattr(splits, name):
-            absent = missing_libs(task["libs"])
+            absent = task_missing_libs(task)
             if absent:
                 counts[name] += 1
                 libs.update(absent)

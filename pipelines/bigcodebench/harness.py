@@ -1,14 +1,19 @@
 """The unit-test harness that runs INSIDE the sandbox, as its main.py (never imported by the project).
 
-The solution and its tests run in this one interpreter (tests call the solution's functions), so
-whatever this process prints could be forged by the solution. The verdict therefore travels on
-its own channel (fd 3, apart from stdout) as records that only an audit hook can write: the hook
-holds the run's secret key (each record carries a keyed BLAKE2b MAC the runner checks), is
-installed before the solution is loaded, cannot be removed from Python, and is reachable from
-Python only through the gc module (whose inspection calls it treats as tampering). It writes:
+The solution and its tests run in one interpreter (tests call the solution's functions), so
+whatever that process says could be forged by the solution. The harness is therefore two
+processes. The judge (the program's own process) never runs any solution code: it holds the
+report channel (fd 3) and the run's secret key, and makes itself undumpable before it reads the
+key, so no other process of the sandbox user can read its memory, trace it or take its
+descriptors. The worker, forked before the key was read, runs the tests: an audit hook,
+installed before the solution is loaded and not removable from Python, appends records to a raw
+memory mapping that no Python object refers to, and wakes the judge, which reads them straight
+from the worker's memory (/proc/<worker>/mem, opened while the worker was still trusted), keys
+each with a BLAKE2b MAC and writes it to fd 3, where the runner checks every record. So nothing
+the solution can read signs a verdict; forging one needs writing the worker's memory. Records:
   load   - whether solution + tests loaded (else the error);
   test   - one record per planned test, in plan order: pass, or the failure (kind, trace);
-  tamper - what the solution did to the harness (the process exits at once);
+  tamper - what the solution did to the harness (the worker exits at once);
   done   - all planned tests reported.
 A test's outcome reaches the hook only from this file's Result methods called by unittest's own
 code, for the test the harness is running, so calling them (or sys.audit) from the solution, a
@@ -20,6 +25,9 @@ optimas_cli/sandbox for what this cannot stop. Standard library only.
 import hashlib
 import linecache
 import os
+import select
+import signal
+import struct
 import sys
 import threading
 import traceback
@@ -31,6 +39,9 @@ TEST_FILE = "__test__.py"
 EXIT_FAILED, EXIT_ERROR, EXIT_MEMORY = 1, 2, 3
 INSPECTION_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
 OK_KINDS = ("success", "expected failure", "skip")
+JOURNAL_BYTES = 1 << 20  # as much as the runner keeps of the report channel
+__unittest = True  # unittest leaves this file's frames (the equality check below) out of failure traces
+PR_SET_DUMPABLE = 4
 
 
 def _codes_of(namespaces, frame):
@@ -76,6 +87,81 @@ def _methods(cls):
     return {k: v for k, v in vars(cls).items() if _is_method(v)}
 
 
+# Equality assertions (and unittest's older names for them) that an answer could pass by deciding
+# equality itself: an __eq__ that is always true, unittest.mock.ANY.
+EQUALITY_ASSERTS = (
+    "assertEqual", "assertNotEqual", "assertAlmostEqual", "assertNotAlmostEqual", "assertSequenceEqual",
+    "assertListEqual", "assertTupleEqual", "assertSetEqual", "assertDictEqual", "assertCountEqual",
+    "assertMultiLineEqual", "assertIn", "assertNotIn", "assertEquals", "failUnlessEqual", "assertNotEquals",
+    "failIfEqual", "assertAlmostEquals", "failUnlessAlmostEqual", "assertNotAlmostEquals", "failIfAlmostEqual")
+PLAIN = (bool, int, float, complex, str, bytes, type(None), list, tuple, set, frozenset, dict)
+WALK_LIMIT = 100_000  # objects looked at per side; a bigger value is checked that far
+_mro_of, _dict_of = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__  # no metaclass can shadow
+
+
+def _inside(value):
+    """`value` and what it holds through containers of exactly the builtin types (walking them runs no code of the solution)."""
+    stack, seen = [value], 0
+    while stack and seen < WALK_LIMIT:
+        item = stack.pop()
+        seen += 1
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif kind in (list, tuple, set, frozenset):
+            stack.extend(item)
+        yield item
+
+
+def _written_by_the_code(klass):
+    namespace = _dict_of(klass)
+    module = namespace.get("__module__")
+    if type(module) is str and (module == "__test__" or module.startswith("unittest.")):
+        return True  # the solution's or the tests' own class, or one of unittest.mock's (ANY equals anything)
+    for value in namespace.values():
+        func = getattr(value, "__func__", value) if type(value) in (staticmethod, classmethod) else value
+        if type(func) is types.FunctionType and func.__code__.co_filename == TEST_FILE:
+            return True  # a class that claims another module but whose methods are in the code
+    return False
+
+
+def _decides_its_own_equality(kind):
+    """Whether the class that gives `kind` its __eq__ (or __ne__) was written by the code under test."""
+    for name in ("__eq__", "__ne__"):
+        owner = next((k for k in _mro_of(kind) if name in _dict_of(k)), object)
+        if owner is not object and _written_by_the_code(owner):
+            return True
+    return False
+
+
+def _self_judging(value):
+    return next((item for item in _inside(value) if type(item) not in PLAIN and _decides_its_own_equality(type(item))), None)
+
+
+def _strict(original):
+    """`original`, failing first when one side is a plain builtin value and the other holds an object
+    whose equality the code under test decides (it could say "equal" to anything)."""
+
+    def check(self, first, second, *args, **kwargs):
+        for plain, other in ((first, second), (second, first)):
+            culprit = _self_judging(other)
+            if culprit is not None and all(type(item) in PLAIN for item in _inside(plain)):
+                raise self.failureException(
+                    f"{type(culprit).__name__!s} decides its own equality (its __eq__ is the code's own), "
+                    f"so comparing it with a {type(plain).__name__} checks nothing")
+        return original(self, first, second, *args, **kwargs)
+
+    check.__doc__ = original.__doc__
+    return check
+
+
+def _strict_equality():
+    for name in EQUALITY_ASSERTS:
+        if name in vars(unittest.TestCase):
+            setattr(unittest.TestCase, name, _strict(vars(unittest.TestCase)[name]))
+
+
 class Result(unittest.TestResult):
     """Passes each outcome to the hook the moment unittest reports it."""
 
@@ -110,9 +196,11 @@ class Result(unittest.TestResult):
             return err[0].__name__
 
 
-def _seal(key, plan, channel):
-    """Install the hook that alone writes records (see the module docstring); keeps `key` only in its closure."""
-    write, blake2b, getframe, get_ident = os.write, hashlib.blake2b, sys._getframe, threading.get_ident
+def _seal(plan, journal):
+    """Install the hook that alone writes records (see the module docstring) into `journal`:
+    (address of the mapping, ctypes.memmove, the pipe that wakes the judge, the pipe it answers on)."""
+    base, memmove, wake, answer = journal
+    write, read, pack, getframe, get_ident = os.write, os.read, struct.pack, sys._getframe, threading.get_ident
     # Builtins and constants the hook uses, bound now: the solution may replace them in builtins or here.
     _type, _len, _id, _str, _int, _exit = type, len, id, str, int, os._exit
     _vars, _getattr, _set, _sorted, is_method, methods_of = vars, getattr, set, sorted, _is_method, _methods
@@ -147,16 +235,24 @@ def _seal(key, plan, channel):
         ("unexpected success", "addUnexpectedSuccess"))}
     own_names = {cls: set(names) for cls, names in plan["own_names"].items()}
     tests = [tuple(t) for t in plan["tests"]]
-    state = {"seq": 0, "next": 0, "test": None, "outcomes": [], "classes": None}
+    state = {"seq": 0, "next": 0, "test": None, "outcomes": [], "classes": None, "length": 0}
+    capacity = JOURNAL_BYTES - 8
 
     def record(*fields):
         body = "\t".join(_str(f).encode("unicode_escape").decode("ascii") for f in (state["seq"], *fields))
         state["seq"] += 1
-        mac = blake2b(body.encode(), key=key, digest_size=16).hexdigest()
+        line = (body + "\n").encode()
+        start, end = state["length"], state["length"] + _len(line)
+        if end > capacity:
+            _exit(exit_failed)  # more than the runner would keep: no verdict can be given
+        memmove(base + 8 + start, line, _len(line))
+        memmove(base, pack("<Q", end), 8)  # the commit: the judge reads up to here
+        state["length"] = end
         try:
-            write(channel, (mac + "\t" + body + "\n").encode())
+            write(wake, b"r")
+            read(answer, 1)  # the judge has signed it
         except OSError:
-            _exit(exit_failed)  # the channel was closed or replaced: no verdict can be given
+            _exit(exit_failed)  # the pipes were closed or replaced: no verdict can be given
 
     def tamper(what):
         record("tamper", what)
@@ -371,23 +467,131 @@ def _tear_down_class(cls):
             traceback.print_exc()
 
 
+def _journal():
+    """A raw anonymous mapping, which no Python object refers to, and the function that writes it."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    address = libc.mmap(None, JOURNAL_BYTES, mmap.PROT_READ | mmap.PROT_WRITE,
+                        mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    if address in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap of the journal failed")
+    return address, ctypes.memmove
+
+
+def _worker(plan, wake, answer):
+    """Runs the tests; holds neither the channel nor the key (forked before the judge read it)."""
+    code = EXIT_ERROR
+    try:
+        os.close(CHANNEL_FD)
+        address, memmove = _journal()
+        os.write(wake, struct.pack("<Q", address))
+        if os.read(answer, 1) == b"g":  # the judge is ready: undumpable, the key read and deleted
+            run_case = unittest.TestCase.run  # unittest's own, taken before the solution can touch the class
+            _strict_equality()  # before _seal, whose snapshot of unittest then holds the strict versions
+            _seal(plan, (address, memmove, wake, answer))
+            code = _run(plan, run_case)
+            sys.stdout.flush()
+            sys.stderr.flush()
+    finally:
+        os._exit(code)  # no atexit handler or leftover thread of the solution may hold the exit
+
+
+def _signed(key, body):
+    return hashlib.blake2b(body, key=key, digest_size=16).hexdigest().encode() + b"\t" + body + b"\n"
+
+
+def _forward(mem, address, key, sent):
+    """Sign and send the records the worker committed past byte `sent`; return the new mark."""
+    try:
+        (length,) = struct.unpack("<Q", os.pread(mem, 8, address))
+        if not sent < length <= JOURNAL_BYTES - 8:
+            return sent
+        data = os.pread(mem, length - sent, address + 8 + sent)
+    except OSError:
+        return sent  # the worker is gone
+    if len(data) != length - sent:
+        return sent
+    try:
+        os.write(CHANNEL_FD, b"".join(_signed(key, body) for body in data.split(b"\n")[:-1]))
+    except OSError:
+        pass
+    return length
+
+
+def _judge(worker, wake, answer):
+    """The program's own process: signs what the worker journaled, then ends as the worker did."""
+    import ctypes
+
+    try:
+        mem = os.open(f"/proc/{worker}/mem", os.O_RDONLY)  # now, while the worker runs only this file
+        (address,) = struct.unpack("<Q", os.read(wake, 8))
+        if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+    except (OSError, struct.error) as exc:
+        with open("key", "rb") as fh:
+            key = fh.read()
+        os.write(CHANNEL_FD, _signed(key, f"0\tload\terror\tthe harness cannot watch its tests: {exc}".encode()))
+        os.kill(worker, signal.SIGKILL)
+        os.waitpid(worker, 0)
+        os._exit(EXIT_ERROR)
+    with open("key", "rb") as fh:
+        key = fh.read()
+    os.remove("key")
+    os.write(answer, b"g")
+    poller = select.poll()
+    poller.register(wake, select.POLLIN)
+    try:
+        ended = os.pidfd_open(worker)
+        poller.register(ended, select.POLLIN)
+    except (AttributeError, OSError):
+        ended = None  # then the end of the pipe says the worker is done
+    sent = 0
+    while True:
+        ready = {fd for fd, _ in poller.poll()}
+        if wake in ready:
+            if os.read(wake, 4096):
+                sent = _forward(mem, address, key, sent)
+                try:
+                    os.write(answer, b"a")
+                except OSError:
+                    pass
+                continue
+            poller.unregister(wake)  # every writer closed it
+            if ended is None:
+                break
+        elif ended in ready:
+            break
+    _, status = os.waitpid(worker, 0)
+    if os.WIFSIGNALED(status):  # end the same way, so the runner classifies the run as it would
+        sig = os.WTERMSIG(status)
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL cannot be handled anyway
+        os.kill(os.getpid(), sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else EXIT_FAILED)
+
+
 def main():
     import json
 
     with open("plan.json", encoding="utf-8") as fh:
         plan = json.load(fh)
-    with open("key", "rb") as fh:
-        key = fh.read()
     os.remove("plan.json")
-    os.remove("key")
-    os.set_inheritable(CHANNEL_FD, False)  # the solution's child processes do not get the channel
-    run_case = unittest.TestCase.run  # unittest's own, taken before the solution can touch the class
-    _seal(key, plan, CHANNEL_FD)
-    del key
-    code = _run(plan, run_case)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # no atexit handler or leftover thread of the solution may hold the exit
+    wake_r, wake_w = os.pipe()
+    answer_r, answer_w = os.pipe()
+    worker = os.fork()  # before the key is read: the worker's memory never held it
+    if worker == 0:
+        os.close(wake_r)
+        os.close(answer_w)
+        _worker(plan, wake_w, answer_r)
+    os.close(wake_w)
+    os.close(answer_r)
+    _judge(worker, wake_r, answer_w)
 
 
 if __name__ == "__main__":
