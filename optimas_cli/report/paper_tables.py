@@ -26,7 +26,31 @@ def method_key(method: str, variant: str = "") -> tuple:
 
 def method_label(method: str, variant: str = "") -> str:
     label = METHOD_LABELS.get(method, method)
-    return f"{label} [{variant}]" if variant else label
+    return f"{label} [{short_variant(variant)}]" if variant else label
+
+
+LONGEST_VALUE = 24  # characters of a setting's value a header shows (the CSVs keep the whole variant)
+
+
+def short_variant(variant: str) -> str:
+    """A variant label readable as a column header: each key cut to the shortest dotted suffix no other
+    key of the label shares ('method.optimizer.prompt.candidates=4' -> 'candidates=4'), long values cut.
+    Every run of a group shows the same keys (variants.labels), so headers stay distinct where values differ."""
+    parts = [part.partition("=") for part in variant.split(", ")]
+    keys = [key.split(".") for key, _, _ in parts]
+
+    def shortest(i: int) -> str:
+        for n in range(1, len(keys[i]) + 1):
+            suffix = keys[i][-n:]
+            if all(other[-n:] != suffix for j, other in enumerate(keys) if j != i):
+                return ".".join(suffix)
+        return ".".join(keys[i])
+
+    out = []
+    for i, (_, eq, value) in enumerate(parts):
+        shown = value if len(value) <= LONGEST_VALUE else value[: LONGEST_VALUE - 1] + "…"
+        out.append(f"{shortest(i)}{eq}{shown}")
+    return ", ".join(out)
 
 
 def _group(runs: list[Run], key) -> dict[tuple, list[Run]]:
