@@ -60,7 +60,7 @@ def run_task(cfg: DictConfig) -> float | None:
         errors.print(f"[yellow]optimas: {stop}; continue with a raised cap: optimas {cfg.task} ... resume={folder}[/]")
         sys.exit(3)
     except Exception as exc:  # Hydra wraps errors raised while instantiating configs: unwrap ours
-        err = _user_error(exc)
+        err = user_error_in(exc)
         if err is None:
             raise
         log.error("%s", err)
@@ -98,7 +98,8 @@ def before_after_line(results: dict) -> str:
             f"{gain['ci_high']:+.4f}] (95% CI, {verdict})")
 
 
-def _user_error(exc: BaseException | None) -> UserError | None:
+def user_error_in(exc: BaseException | None) -> UserError | None:
+    """The UserError behind `exc` (Hydra wraps what instantiated code raises), or None."""
     while exc is not None:
         if isinstance(exc, UserError):
             return exc

@@ -128,6 +128,34 @@ def cell_text(s: Summary, ev: CellEvidence, members: list[Run]) -> str:
     return f"{number(s.mean)} ± {number(s.std)}"
 
 
+def eval_table(runs: list[Run], sources: str) -> Table | None:
+    """`optimas eval` runs, one row each: a saved configuration scored on a data file (or a test split)
+    of its own, so never pooled with, or placed beside, runs scored on the pipeline's test split."""
+    from optimas_cli.stats import mean_ci
+
+    evals = sorted((r for r in runs if r.kind == "eval"), key=lambda r: (r.pipeline, str(r.folder)))
+    if not evals:
+        return None
+    table = Table("evaluations", "Evaluations · saved configurations scored by `optimas eval`",
+                  ["Pipeline", "Configuration", "Examples from", "Metric", "n", "Mean", "95% CI"], left=4,
+                  csv_headers=["pipeline", "folder", "config_file", "eval_file", "metric", "n", "mean",
+                               "ci_low", "ci_high", "repeats"])
+    for run in evals:
+        config = run.results.get("config") or {}
+        test = run.results["test"]
+        ci = mean_ci(test["per_example"]) if test.get("per_example") else None
+        table.rows.append([run.pipeline, str(config.get("config_file") or "initial configuration"),
+                           str(config.get("eval_file") or "test split"), str(run.results["metric"]), str(test["n"]),
+                           number(test["mean"]), f"[{number(ci.low)}, {number(ci.high)}]" if ci else "n/a"])
+        table.csv_rows.append([run.pipeline, str(run.folder), config.get("config_file"), config.get("eval_file"),
+                               run.results["metric"], test["n"], test["mean"], *((ci.low, ci.high) if ci else (None, None)),
+                               len(test["scores"])])
+    table.footnote = ("One row per `optimas eval` run: the configuration it loaded, the examples it scored "
+                      "(eval_file, or the pipeline's test split), the mean and its 95% bootstrap CI over those "
+                      "examples. Not pooled with Table 2: the examples may differ. " + sources)
+    return table
+
+
 def table2_paired(runs: list[Run], sources: str) -> Table:
     """Table 2's evidence: CI per cell, effective repeats, and the paired difference with Unoptimized."""
     scored = [r for r in runs if r.kind == "run"]

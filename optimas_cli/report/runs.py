@@ -18,6 +18,7 @@ REQUIRED = {
     "train-lrf": ("pipeline", "method", "lrf.components", "lrf.mean_pairwise_accuracy", "ledger.runs"),
     "collect": ("pipeline", "method", "ledger.runs"),
 }
+REQUIRED["eval"] = REQUIRED["run"]  # `optimas eval`: scored like a run, reported in its own table
 LRF_COMPONENT_KEYS = ("pairwise_accuracy", "judge_accuracy", "n_pairs")
 
 
@@ -76,7 +77,9 @@ def split_duplicates(runs: list[Run]) -> tuple[list[Run], list[Duplicate]]:
     for run in sorted(runs, key=newest_first):
         if run_seed(run) is None:  # an older results.json without its config: nothing to compare
             continue
-        key = (run.kind, run.pipeline, run.method, run.variant, run.lrf_variant, repr(run_seed(run)))
+        config = run.results.get("config") or {}
+        scored = (config.get("config_file"), config.get("eval_file"))  # what an eval run scored, on what
+        key = (run.kind, run.pipeline, run.method, run.variant, run.lrf_variant, repr(run_seed(run)), scored)
         if key in kept:
             duplicates.append(Duplicate(run.folder, kept[key].folder))
         else:
@@ -92,7 +95,7 @@ def run_seed(run: Run):
 
 def kind_of(results: dict) -> str:
     method = results.get("method")
-    return method if method in ("train-lrf", "collect") else "run"
+    return method if method in ("train-lrf", "collect", "eval") else "run"
 
 
 def lookup(data: dict, dotted: str):
