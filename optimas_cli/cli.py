@@ -123,12 +123,15 @@ def check_overrides(overrides: list[str], found: SearchPath | None = None):
 
 
 def _check_costs(cfg) -> None:
-    """Caps and prices are checked before anything runs: a bad one is one line, not a late traceback."""
+    """Caps, prices and the tracker's package are checked before anything runs: a bad one is one line,
+    not a late traceback."""
     from optimas_cli.flows.setup import run_costs
     from optimas_cli.lm.pricing import CallPrice
     from optimas_cli.system import RunContext, RunLedger
     from optimas_cli.system.caps import BudgetCaps
+    from optimas_cli.tracking.trackers import check_installed
 
+    check_installed(str(OmegaConf.select(cfg, "tracking.name") or "none"))
     BudgetCaps.from_budget(cfg.budget)
     CallPrice.from_config(OmegaConf.select(cfg, "lm.price"))
     run_costs(RunContext(ledger=RunLedger(1)), cfg)  # compute.price_per_hour
