@@ -23,7 +23,7 @@ console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def _flow(task: str):
+def task_flow(task: str):
     if task == "run":
         from optimas_cli.flows.run import run
 
@@ -49,13 +49,10 @@ def main(cfg: DictConfig) -> float | None:
 
 def run_task(cfg: DictConfig) -> float | None:
     folder = RunFolder(HydraConfig.get().runtime.output_dir)
-    # The folder's original config stays as it was (a resume is checked against it); a resumed run's
-    # own config goes beside it.
-    original = folder.file(ORIGINAL_CONFIG)
-    OmegaConf.save(cfg, folder.file("config.resumed.yaml") if original.exists() else original, resolve=True)
+    save_config(cfg, folder)
     try:
         check_values(cfg)  # each job of a sweep: the command line checked only the first values
-        results = _flow(cfg.task)(cfg, folder, console)
+        results = task_flow(cfg.task)(cfg, folder, console)
     except BudgetExhausted as stop:  # collect / train-lrf stopped by a cap (`run` handles its own)
         errors.print(f"[yellow]optimas: {stop}; continue with a raised cap: optimas {cfg.task} ... resume={folder}[/]")
         sys.exit(3)
@@ -82,6 +79,13 @@ def run_task(cfg: DictConfig) -> float | None:
         console.print(before_after_line(results))
         console.print(f"report: optimas report {_shown(folder.path)}")
     return test["mean"] if test else None
+
+
+def save_config(cfg: DictConfig, folder: RunFolder) -> None:
+    """The resolved config into the run folder. The folder's original config stays as it was (a resume
+    is checked against it); a resumed run's own config goes beside it."""
+    original = folder.file(ORIGINAL_CONFIG)
+    OmegaConf.save(cfg, folder.file("config.resumed.yaml") if original.exists() else original, resolve=True)
 
 
 def before_after_line(results: dict) -> str:

@@ -89,9 +89,10 @@ def overrides_only(args: list[str]) -> list[str]:
     return out
 
 
-def check_overrides(overrides: list[str], found: SearchPath | None = None):
+def check_overrides(overrides: list[str], found: SearchPath | None = None, with_hydra: bool = False):
     """Catch unknown group options, malformed overrides and bad values before Hydra prints a stack
-    trace; returns the config composed with each sweep's first value. `found`: the user's config folders."""
+    trace; returns the config composed with each sweep's first value (`with_hydra`: and its hydra node).
+    `found`: the user's config folders."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -113,7 +114,7 @@ def check_overrides(overrides: list[str], found: SearchPath | None = None):
                     f"unknown {group} {str(v)!r}; available {group}s: {', '.join(known)}",
                     f"pass one of them, e.g. {group}={known[0] if known else '...'}",
                 )
-    cfg = _compose_first(parsed, found.override(every_root=True) if found else [])
+    cfg = _compose_first(parsed, found.override(every_root=True) if found else [], with_hydra)
     check_values(cfg)
     _check_costs(cfg)
     resume = OmegaConf.select(cfg, "resume")
@@ -137,7 +138,7 @@ def _check_costs(cfg) -> None:
     run_costs(RunContext(ledger=RunLedger(1)), cfg)  # compute.price_per_hour
 
 
-def _compose_first(parsed, searchpath: list[str]):
+def _compose_first(parsed, searchpath: list[str], with_hydra: bool = False):
     """Compose the config with each sweep's first value, so an unknown key fails here, readably; Hydra's
     own fix, when it names one ("To append to your config use +key=value"), is kept."""
     from hydra import compose, initialize_config_dir
@@ -155,7 +156,7 @@ def _compose_first(parsed, searchpath: list[str]):
             single.append(o.input_line)
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name="config", overrides=[*single, *searchpath])
+            return compose(config_name="config", overrides=[*single, *searchpath], return_hydra_config=with_hydra)
     except (HydraException, OmegaConfBaseException) as exc:
         first, *rest = str(exc).strip().splitlines()
         hydra_fix = next((line.strip() for line in rest if line.startswith("To ")), None)

@@ -69,7 +69,7 @@ def read_examples(path: Path, pipeline: Pipeline) -> list[dict]:
         raise UserError(f"eval_file {path} does not exist", "pass a .jsonl (one example per line) or .json file")
     needed = pipeline.system.inputs
     if path.suffix in (".jsonl", ".gz") or path.name.endswith(".jsonl.gz"):
-        rows = list(read_jsonl(path, validate=lambda row: _has_inputs(row, needed)))
+        rows = list(read_jsonl(path, validate=lambda row: check_inputs(row, needed)))
     else:
         rows = read_json(path)
         if not isinstance(rows, list):
@@ -77,7 +77,7 @@ def read_examples(path: Path, pipeline: Pipeline) -> list[dict]:
                             "write a JSON list of objects, or one object per line in a .jsonl file")
         for i, row in enumerate(rows):
             try:
-                _has_inputs(row, needed)
+                check_inputs(row, needed)
             except (KeyError, TypeError) as exc:
                 raise DataError(f"malformed example {i} in {path}: {exc}", "fix or remove it") from None
     if not rows:
@@ -85,7 +85,8 @@ def read_examples(path: Path, pipeline: Pipeline) -> list[dict]:
     return rows
 
 
-def _has_inputs(row, needed: tuple[str, ...]) -> None:
+def check_inputs(row, needed: tuple[str, ...]) -> None:
+    """An example (or a new input) holds every field the system reads."""
     if not isinstance(row, dict):
         raise TypeError(f"expected a JSON object, got {type(row).__name__}")
     missing = [f for f in needed if f not in row]
