@@ -44,19 +44,20 @@ def run(*overrides: str, folder: str | Path | None = None, console: Console | No
     from omegaconf import open_dict
 
     from optimas_cli.app import save_config, task_flow
-    from optimas_cli.cli import check_overrides, quiet_libraries
+    from optimas_cli.cli import check_overrides, importable_here, quiet_libraries
     from optimas_cli.conf import search_path
     from optimas_cli.environment import prepare_process
     from optimas_cli.system.run_folder import RunFolder
     from optimas_cli.tracking.callback import settings, track_folder
 
     prepare_process()
+    importable_here()  # a pipeline module beside the notebook imports, as on the command line
     found = search_path(list(overrides))
     task = next((o.split("=", 1)[1] for o in found.args if o.startswith("task=")), None)
     args = [*found.args, *(["+run_label=eval"] if task == "eval" else [])]
     cfg = check_overrides(args, found, with_hydra=True)
-    swept = [o.input_line for o in OverridesParser.create().parse_overrides([a for a in args if "=" in a])
-             if o.is_sweep_override()]
+    overrides_given = [a for a in args if "=" in a and not a.startswith("-")]
+    swept = [o.input_line for o in OverridesParser.create().parse_overrides(overrides_given) if o.is_sweep_override()]
     if swept:
         raise UserError(f"optimas.api.run runs one experiment, got a sweep: {swept[0]}",
                         "call run() once per value, or use `optimas run -m` for a sweep")

@@ -86,3 +86,15 @@ def test_a_missing_yaml_or_folder_is_one_line(project):
     assert proc.returncode == 2 and proc.stderr.strip().startswith("optimas: pipeline=nowhere.yaml: no such file")
     proc = optimas("run", "--config-dir", "nowhere", cwd=project)
     assert proc.returncode == 2 and "--config-dir 'nowhere' is not a folder" in proc.stderr
+
+
+def test_the_python_api_takes_the_same_config_dir(project, tiny_model_dir, monkeypatch):
+    import optimas_cli.api as optimas
+
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the api puts the project folder on both: undone after
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    result = optimas.run("--config-dir", "conf", "pipeline=qa_chain", "task=eval", "repeats=1",
+                         f"lm.model=local/{tiny_model_dir}", "lm.max_tokens=4")
+    assert result.folder.name.endswith("-qa_chain-eval") and result.test["n"] == 6
+    assert optimas.load(result.folder).components == ["recaller", "answerer"]

@@ -78,3 +78,13 @@ def test_run_writes_a_folder_like_the_command_line(tmp_path, monkeypatch):
     assert (result.folder / "config.yaml").is_file() and (result.folder / "best_config.json").is_file()
     with pytest.raises(UserError, match=r"input 0: .*missing the system input\(s\) \['question', 'passages'\]"):
         result.load()({"query_id": "Q1"})
+
+
+def test_adapters_saved_under_the_runs_old_path_are_found_in_the_folder(tmp_path):
+    from optimas_cli.api import _adapter_here
+
+    moved = tmp_path / "copied-run"
+    (moved / "adapters" / "session_analyzer" / "2").mkdir(parents=True)
+    saved = "outputs/2026-12-01/10-00-00-amazon-optimas/adapters/session_analyzer/2"  # relative to where it ran
+    assert _adapter_here(saved, moved) == str(moved / "adapters" / "session_analyzer" / "2")
+    assert _adapter_here("an instruction", moved) == "an instruction" and _adapter_here(None, moved) is None
