@@ -41,6 +41,8 @@ examples:
   optimas run pipeline=toy_retriever method=unoptimized
   optimas run pipeline=hotpotqa lm=openai budget=paper
   optimas run -m pipeline=pubmedqa,amazon method=unoptimized,single_llm
+  optimas run --config-dir conf pipeline=my_pipeline        your own pipeline (docs/own_pipeline.md)
+  optimas run pipeline=toy_hint tracking=mlflow             log the finished run to MLflow (or tracking=wandb)
 
 Hydra's own flags work too (e.g. `optimas run --cfg job` prints the composed config).
 """
