@@ -38,6 +38,7 @@ class SearchPath:
     args: list[str]
     config_dirs: list[Path] = field(default_factory=list)  # --config-dir: Hydra adds them itself
     searched: list[Path] = field(default_factory=list)  # hydra.searchpath and the staged YAML files
+    packages: list[str] = field(default_factory=list)  # pkg:// entries: passed on to Hydra as they are
 
     @property
     def roots(self) -> tuple[Path, ...]:
@@ -47,7 +48,8 @@ class SearchPath:
         """The one hydra.searchpath override naming the extra folders (with --config-dir's too for
         `every_root`, where no Hydra app reads the flag); none when there are none."""
         roots = self.roots if every_root else tuple(dict.fromkeys(self.searched))
-        return [f"{SEARCHPATH}=[{','.join(f'file://{root}' for root in roots)}]"] if roots else []
+        entries = [*(f"file://{root}" for root in roots), *self.packages]
+        return [f"{SEARCHPATH}=[{','.join(entries)}]"] if entries else []
 
 
 def search_path(args: list[str]) -> SearchPath:
@@ -65,7 +67,11 @@ def search_path(args: list[str]) -> SearchPath:
             found.config_dirs.append(_folder(value, flag))
             out.append(args[i])
         elif flag.lstrip("+") == SEARCHPATH:  # re-added below, merged, as absolute paths
-            found.searched += [_folder(v, SEARCHPATH) for v in _listed(value)]
+            for entry in _listed(value):
+                if entry.startswith("pkg://"):
+                    found.packages.append(entry)
+                else:
+                    found.searched.append(_folder(entry, SEARCHPATH))
         else:
             out.append(_yaml_option(args[i], found.searched))
         i += 1
@@ -88,9 +94,6 @@ def _listed(value: str) -> list[str]:
 
 
 def _folder(value: str, where: str) -> Path:
-    if value.startswith("pkg://"):
-        raise UserError(f"{where}={value}: package search paths are not supported here",
-                        f"name a folder instead, e.g. {where}=file:///path/to/conf")
     path = Path(value.removeprefix("file://")).expanduser()
     if not path.is_dir():
         raise UserError(f"{where} {value!r} is not a folder", "pass a folder holding group folders, e.g. conf/pipeline/my.yaml")
