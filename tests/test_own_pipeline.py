@@ -98,3 +98,15 @@ def test_the_python_api_takes_the_same_config_dir(project, tiny_model_dir, monke
                          f"lm.model=local/{tiny_model_dir}", "lm.max_tokens=4")
     assert result.folder.name.endswith("-qa_chain-eval") and result.test["n"] == 6
     assert optimas.load(result.folder).components == ["recaller", "answerer"]
+
+
+def test_a_data_error_inside_build_is_the_same_one_line_for_run_and_plan(tmp_path):
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    lines = []
+    for command in ("run", "plan"):
+        proc = optimas(command, "pipeline=pubmedqa", "method=unoptimized", f"data_dir={empty}",
+                       f"hydra.run.dir={tmp_path / command}", cwd=tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        lines.append(proc.stderr.strip())
+    assert lines[0] == lines[1] and lines[1].startswith("optimas: PubMedQA not found: expected pubmedqa/ori_pqal.json")
