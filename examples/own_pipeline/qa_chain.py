@@ -1,4 +1,4 @@
-"""A two-component question answering chain, written outside optimas: the contract in ~60 lines.
+"""A two-component question answering chain, written outside optimas: the whole contract.
 
     question -> recaller (prompt) -> facts -> answerer (prompt) -> answer
 
