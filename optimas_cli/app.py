@@ -24,7 +24,7 @@ console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def _flow(task: str):
+def task_flow(task: str):
     if task == "run":
         from optimas_cli.flows.run import run
 
@@ -50,19 +50,16 @@ def main(cfg: DictConfig) -> float | None:
 
 def run_task(cfg: DictConfig) -> float | None:
     folder = RunFolder(HydraConfig.get().runtime.output_dir)
-    # The folder's original config stays as it was (a resume is checked against it); a resumed run's
-    # own config goes beside it.
-    original = folder.file(ORIGINAL_CONFIG)
-    OmegaConf.save(cfg, folder.file("config.resumed.yaml") if original.exists() else original, resolve=True)
+    save_config(cfg, folder)
     try:
         with sigterm_as_interrupt():
             check_values(cfg)  # each job of a sweep: the command line checked only the first values
-            results = _flow(cfg.task)(cfg, folder, console)
+            results = task_flow(cfg.task)(cfg, folder, console)
     except BudgetExhausted as stop:  # collect / train-lrf stopped by a cap (`run` handles its own)
         errors.print(f"[yellow]optimas: {stop}; continue with a raised cap: optimas {cfg.task} ... resume={folder}[/]")
         sys.exit(3)
     except Exception as exc:  # Hydra wraps errors raised while instantiating configs: unwrap ours
-        err = _user_error(exc)
+        err = user_error_in(exc)
         if err is None:
             raise
         if isinstance(err, LMCallFailed):  # mid-run: what was done is kept, so say how to go on from it
@@ -91,6 +88,13 @@ def run_task(cfg: DictConfig) -> float | None:
     return test["mean"] if test else None
 
 
+def save_config(cfg: DictConfig, folder: RunFolder) -> None:
+    """The resolved config into the run folder. The folder's original config stays as it was (a resume
+    is checked against it); a resumed run's own config goes beside it."""
+    original = folder.file(ORIGINAL_CONFIG)
+    OmegaConf.save(cfg, folder.file("config.resumed.yaml") if original.exists() else original, resolve=True)
+
+
 def before_after_line(results: dict) -> str:
     """Initial vs final configuration on the same test examples, each with its 95% CI, and the paired gain."""
     def scored(split: dict) -> str:
@@ -105,7 +109,8 @@ def before_after_line(results: dict) -> str:
             f"{gain['ci_high']:+.4f}] (95% CI, {verdict})")
 
 
-def _user_error(exc: BaseException | None) -> UserError | None:
+def user_error_in(exc: BaseException | None) -> UserError | None:
+    """The UserError behind `exc` (Hydra wraps what instantiated code raises), or None."""
     while exc is not None:
         if isinstance(exc, UserError):
             return exc

@@ -6,7 +6,15 @@ import sys
 
 from omegaconf import OmegaConf
 
-from optimas_cli.conf import CONF_DIR, GROUPS, options
+from optimas_cli.conf import (
+    CONF_DIR,
+    CONFIG_DIR_FLAGS,
+    GROUPS,
+    SearchPath,
+    options,
+    search_path,
+    with_overrides,
+)
 from optimas_cli.environment import prepare_process
 from optimas_cli.errors import UserError
 from optimas_cli.flows.resume import check_resume
@@ -22,7 +30,8 @@ usage:
   optimas plan [key=value ...]        what `optimas run` with the same overrides will spend (no LM call)
   optimas collect [key=value ...]     collect preference pairs for every component (resumable)
   optimas train-lrf [key=value ...]   train the local reward functions and report their alignment
-  optimas eval [key=value ...]        evaluate a configuration (e.g. config_file=<run>/best_config.json)
+  optimas eval [key=value ...]        score a configuration (config_file=<run>/best_config.json) on the test
+                                      split, or on every example of eval_file=<examples.jsonl>
   optimas report <run folders>        Table 2/3/4-style reports from finished runs
   optimas show <run> [<other run>]    per-component summary and examples of a run, or two runs lined up
                                       (--failed, --component NAME, --limit N, --split test|validation)
@@ -32,6 +41,8 @@ examples:
   optimas run pipeline=toy_retriever method=unoptimized
   optimas run pipeline=hotpotqa lm=openai budget=paper
   optimas run -m pipeline=pubmedqa,amazon method=unoptimized,single_llm
+  optimas run --config-dir conf pipeline=my_pipeline        your own pipeline (docs/own_pipeline.md)
+  optimas run pipeline=toy_hint tracking=mlflow             log the finished run to MLflow (or tracking=wandb)
 
 Hydra's own flags work too (e.g. `optimas run --cfg job` prints the composed config).
 """
@@ -42,11 +53,21 @@ def fail(err: UserError) -> int:
     return 2
 
 
-def list_groups() -> int:
+def list_groups(args: list[str]) -> int:
+    """Every group's options; with --config-dir / hydra.searchpath / group=<file.yaml>, what each adds."""
+    try:
+        found = search_path(args)
+    except UserError as err:
+        return fail(err)
     for group in GROUPS:
         names = options(group)
         if names:
             print(f"{group + 's':<12} {', '.join(names)}")
+    for root in found.roots:
+        for group in GROUPS:
+            added = [n for n in options(group, (root,)) if n not in options(group)]
+            if added:
+                print(f"{group + 's':<12} {', '.join(added)}  (from {root})")
     return 0
 
 
@@ -70,9 +91,10 @@ def overrides_only(args: list[str]) -> list[str]:
     return out
 
 
-def check_overrides(overrides: list[str]):
+def check_overrides(overrides: list[str], found: SearchPath | None = None, with_hydra: bool = False):
     """Catch unknown group options, malformed overrides and bad values before Hydra prints a stack
-    trace; returns the config composed with each sweep's first value."""
+    trace; returns the config composed with each sweep's first value (`with_hydra`: and its hydra node).
+    `found`: the user's config folders."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -87,14 +109,14 @@ def check_overrides(overrides: list[str]):
         if group not in GROUPS:
             continue
         values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
-        known = options(group)
+        known = options(group, found.roots if found else ())
         for v in values:
             if str(v) not in known:
                 raise UserError(
                     f"unknown {group} {str(v)!r}; available {group}s: {', '.join(known)}",
                     f"pass one of them, e.g. {group}={known[0] if known else '...'}",
                 )
-    cfg = _compose_first(parsed)
+    cfg = _compose_first(parsed, found.override(every_root=True) if found else [], with_hydra)
     check_values(cfg)
     _check_costs(cfg)
     resume = OmegaConf.select(cfg, "resume")
@@ -104,19 +126,23 @@ def check_overrides(overrides: list[str]):
 
 
 def _check_costs(cfg) -> None:
-    """Caps and prices are checked before anything runs: a bad one is one line, not a late traceback."""
+    """Caps, prices and the tracker's package are checked before anything runs: a bad one is one line,
+    not a late traceback."""
     from optimas_cli.flows.setup import run_costs
     from optimas_cli.lm.pricing import CallPrice
     from optimas_cli.system import RunContext, RunLedger
     from optimas_cli.system.caps import BudgetCaps
+    from optimas_cli.tracking.trackers import check_installed
 
+    check_installed(str(OmegaConf.select(cfg, "tracking.name") or "none"))
     BudgetCaps.from_budget(cfg.budget)
     CallPrice.from_config(OmegaConf.select(cfg, "lm.price"))
     run_costs(RunContext(ledger=RunLedger(1)), cfg)  # compute.price_per_hour
 
 
-def _compose_first(parsed):
-    """Compose the config with each sweep's first value, so an unknown key fails here, readably."""
+def _compose_first(parsed, searchpath: list[str], with_hydra: bool = False):
+    """Compose the config with each sweep's first value, so an unknown key fails here, readably; Hydra's
+    own fix, when it names one ("To append to your config use +key=value"), is kept."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -132,10 +158,12 @@ def _compose_first(parsed):
             single.append(o.input_line)
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name="config", overrides=single)
+            return compose(config_name="config", overrides=[*single, *searchpath], return_hydra_config=with_hydra)
     except (HydraException, OmegaConfBaseException) as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise UserError(f"bad override: {first}", "run `optimas list` and `optimas run --cfg job` to see valid keys") from None
+        first, *rest = str(exc).strip().splitlines()
+        hydra_fix = next((line.strip() for line in rest if line.startswith("To ")), None)
+        keys = "run `optimas list` and `optimas run --cfg job` to see valid keys"
+        raise UserError(f"bad override: {first}", f"{hydra_fix} ({keys})" if hydra_fix else keys) from None
 
 
 def quiet_libraries() -> None:
@@ -151,28 +179,49 @@ def quiet_libraries() -> None:
 
 def plan_command(args: list[str]) -> int:
     """`optimas plan`: composed like `optimas run`, but outside the Hydra app, so no run folder is made."""
-    if any(a.startswith("-") for a in args):
-        return fail(UserError("optimas plan takes key=value overrides only", "plan one run at a time, without -m"))
+    if any(a.startswith("-") and a.partition("=")[0] not in CONFIG_DIR_FLAGS for a in args):
+        return fail(UserError("optimas plan takes key=value overrides (and --config-dir) only",
+                              "plan one run at a time, without -m"))
     try:
-        cfg = check_overrides(args)
+        found = search_path(args)
+        cfg = check_overrides(found.args, found)
         quiet_libraries()
         from optimas_cli.flows.plan import plan_run
 
         print(plan_run(cfg))
     except UserError as err:
         return fail(err)
+    except Exception as exc:  # Hydra wraps what a pipeline's build raises: the same one line as `run`
+        from optimas_cli.app import user_error_in
+
+        err = user_error_in(exc)
+        if err is None:
+            raise
+        return fail(err)
     return 0
+
+
+def importable_here() -> None:
+    """A user's pipeline module beside their config imports as it would under `python -m`: the working
+    directory goes on the import path, for this process and the sweep jobs it starts."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if cwd not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (cwd, *paths) if p)
 
 
 def main(argv: list[str] | None = None) -> int:
     prepare_process()
+    importable_here()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(HELP)
         return 0
     command, rest = argv[0], argv[1:]
     if command == "list":
-        return list_groups()
+        return list_groups(rest)
     if command == "report":
         from optimas_cli.report.cli import report_main
 
@@ -186,18 +235,22 @@ def main(argv: list[str] | None = None) -> int:
     if command not in HYDRA_TASKS:
         return fail(UserError(f"unknown command {command!r}", "run `optimas --help` to see the commands"))
     try:
-        check_overrides(rest)
+        found = search_path(rest)
+        check_overrides(found.args, found)
     except UserError as err:
         return fail(err)
+    rest = found.args
     # `run` keeps the config's task, so an experiment that sets one (table4: train-lrf) is respected.
     extra = [] if command == "run" else [f"task={HYDRA_TASKS[command]}"]
+    if command == "eval":  # the folder says what it holds: <time>-<pipeline>-eval, not the default method's name
+        extra.append("+run_label=eval")
     resume = next((a.split("=", 1)[1] for a in rest if a.startswith("resume=")), None)
     if resume:  # continue inside the earlier run folder
         extra.append(f"hydra.run.dir={resume}")
     quiet_libraries()
     from optimas_cli.app import main as hydra_main
 
-    sys.argv = ["optimas", *rest, *extra]
+    sys.argv = ["optimas", *with_overrides(rest, extra)]
     hydra_main()
     return 0
 

@@ -145,7 +145,7 @@ def test_ablation_values_get_their_own_columns(runs):
     assert float(rows[("toy_retriever", "budget.fresh_size=10")]["mean"]) == 0.3
     assert float(rows[("toy_retriever", "budget.fresh_size=20")]["mean"]) == 0.25
     text = (runs / "report" / "report.md").read_text()
-    assert "Optimas [budget.fresh_size=10]" in text and "Optimas [budget.fresh_size=20]" in text
+    assert "Optimas [fresh_size=10]" in text and "Optimas [fresh_size=20]" in text
 
 
 def test_markdown_bolds_the_best_of_each_row(runs):

@@ -12,7 +12,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.report import paper_tables, plots, targets
 from optimas_cli.report.parse_failures import parse_failure_table
 from optimas_cli.report.render import markdown, write_csv
-from optimas_cli.report.runs import RunSet, load_runs
+from optimas_cli.report.runs import RunSet, load_runs, split_duplicates
 from optimas_cli.report.variants import assign
 
 USAGE = "optimas report RUN_OR_MULTIRUN_FOLDER [...] [--out DIR]"
@@ -48,17 +48,19 @@ def report_main(args: list[str]) -> int:
 
 def write_report(found: RunSet, out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
-    runs = found.runs
     # Repeats (seeds) share a label and are averaged; ablation values and other budgets get their own.
-    assign(runs, lambda r: (r.pipeline, r.method), "variant")
-    assign([r for r in runs if "lrf" in r.results], lambda r: (r.pipeline,), "lrf_variant", exclude=("method",))
+    assign(found.runs, lambda r: (r.pipeline, r.method), "variant")
+    assign([r for r in found.runs if "lrf" in r.results], lambda r: (r.pipeline,), "lrf_variant", exclude=("method",))
+    # The same seed and settings twice is one measurement, not two replicates: one counts.
+    runs, found.duplicates = split_duplicates(found.runs)
     sources = (f"Source: {len(runs)} run(s) under {', '.join(found.sources)}"
                + (f"; {len(found.problems)} left out (listed below)" if found.problems else "")
+               + (f"; {len(found.duplicates)} duplicate(s) not counted (listed below)" if found.duplicates else "")
                + "; every run is listed in runs.csv.")
     made = [paper_tables.table2(runs, sources), paper_tables.table2_paired(runs, sources),
             paper_tables.table3(runs, sources), paper_tables.table4(runs, sources)]
-    optional = [targets.gain_table(runs, sources), targets.mean_table(runs, sources),
-                parse_failure_table(runs, sources)]
+    optional = [paper_tables.eval_table(runs, sources), targets.gain_table(runs, sources),
+                targets.mean_table(runs, sources), parse_failure_table(runs, sources)]
     made += [table for table in optional if table is not None]
     for table in made:
         write_csv(out / f"{table.name}.csv", table.csv_headers, table.csv_rows)
@@ -77,6 +79,8 @@ def write_report(found: RunSet, out: Path) -> str:
     for title, path in images:
         parts.append(f"![{title}](plots/{path.name})\n" if path else f"- {title}: no run to plot.\n")
     parts.append(problems_section(found))
+    if found.duplicates:
+        parts.append(duplicates_section(found))
     text = "\n".join(parts)
     (out / "report.md").write_text(text)
     return text
@@ -90,14 +94,24 @@ def problems_section(found: RunSet) -> str:
     return "\n".join(lines) + "\n"
 
 
+def duplicates_section(found: RunSet) -> str:
+    lines = ["### Duplicate runs (not counted)", "",
+             "Same pipeline, method, settings and seed as a run that is counted (the newest); pooling them "
+             "would count one measurement several times.", "", "| Folder | Duplicate of |", "|---|---|"]
+    lines += [f"| {d.folder} | {d.kept} |" for d in found.duplicates]
+    return "\n".join(lines) + "\n"
+
+
 def run_rows(found: RunSet) -> tuple[list[str], list[list]]:
     headers = ["folder", "status", "pipeline", "method", "variant", "test_mean", "test_std", "test_n",
                "system_runs", "lm_tokens", "reason"]
     rows = []
+    duplicate_of = {d.folder: d.kept for d in found.duplicates}
     for run in found.runs:
         test = run.results.get("test") or {}
         ledger = run.results.get("ledger") or {}
-        rows.append([str(run.folder), "ok", run.pipeline, run.method, run.variant, test.get("mean"), test.get("std"),
+        status = f"duplicate of {duplicate_of[run.folder]}" if run.folder in duplicate_of else "ok"
+        rows.append([str(run.folder), status, run.pipeline, run.method, run.variant, test.get("mean"), test.get("std"),
                      test.get("n"), ledger.get("runs"), ledger.get("tokens"), ""])
     rows += [[str(p.folder), "left out", "", "", "", None, None, None, None, None, p.reason] for p in found.problems]
     return headers, rows

@@ -28,7 +28,31 @@ def method_key(method: str, variant: str = "") -> tuple:
 
 def method_label(method: str, variant: str = "") -> str:
     label = METHOD_LABELS.get(method, method)
-    return f"{label} [{variant}]" if variant else label
+    return f"{label} [{short_variant(variant)}]" if variant else label
+
+
+LONGEST_VALUE = 24  # characters of a setting's value a header shows (the CSVs keep the whole variant)
+
+
+def short_variant(variant: str) -> str:
+    """A variant label readable as a column header: each key cut to the shortest dotted suffix no other
+    key of the label shares ('method.optimizer.prompt.candidates=4' -> 'candidates=4'), long values cut.
+    Every run of a group shows the same keys (variants.labels), so headers stay distinct where values differ."""
+    parts = [part.partition("=") for part in variant.split(", ")]
+    keys = [key.split(".") for key, _, _ in parts]
+
+    def shortest(i: int) -> str:
+        for n in range(1, len(keys[i]) + 1):
+            suffix = keys[i][-n:]
+            if all(other[-n:] != suffix for j, other in enumerate(keys) if j != i):
+                return ".".join(suffix)
+        return ".".join(keys[i])
+
+    out = []
+    for i, (_, eq, value) in enumerate(parts):
+        shown = value if len(value) <= LONGEST_VALUE else value[: LONGEST_VALUE - 1] + "…"
+        out.append(f"{shortest(i)}{eq}{shown}")
+    return ", ".join(out)
 
 
 def _group(runs: list[Run], key) -> dict[tuple, list[Run]]:
@@ -104,6 +128,34 @@ def cell_text(s: Summary, ev: CellEvidence, members: list[Run]) -> str:
     if s.count == 1 and len(repeats) > 1 and len(set(repeats)) == 1:
         return f"{number(s.mean)} ({len(repeats)} identical repeats)"
     return f"{number(s.mean)} ± {number(s.std)}"
+
+
+def eval_table(runs: list[Run], sources: str) -> Table | None:
+    """`optimas eval` runs, one row each: a saved configuration scored on a data file (or a test split)
+    of its own, so never pooled with, or placed beside, runs scored on the pipeline's test split."""
+    from optimas_cli.stats import mean_ci
+
+    evals = sorted((r for r in runs if r.kind == "eval"), key=lambda r: (r.pipeline, str(r.folder)))
+    if not evals:
+        return None
+    table = Table("evaluations", "Evaluations · saved configurations scored by `optimas eval`",
+                  ["Pipeline", "Configuration", "Examples from", "Metric", "n", "Mean", "95% CI"], left=4,
+                  csv_headers=["pipeline", "folder", "config_file", "eval_file", "metric", "n", "mean",
+                               "ci_low", "ci_high", "repeats"])
+    for run in evals:
+        config = run.results.get("config") or {}
+        test = run.results["test"]
+        ci = mean_ci(test["per_example"]) if test.get("per_example") else None
+        table.rows.append([run.pipeline, str(config.get("config_file") or "initial configuration"),
+                           str(config.get("eval_file") or "test split"), str(run.results["metric"]), str(test["n"]),
+                           number(test["mean"]), f"[{number(ci.low)}, {number(ci.high)}]" if ci else "n/a"])
+        table.csv_rows.append([run.pipeline, str(run.folder), config.get("config_file"), config.get("eval_file"),
+                               run.results["metric"], test["n"], test["mean"], *((ci.low, ci.high) if ci else (None, None)),
+                               len(test["scores"])])
+    table.footnote = ("One row per `optimas eval` run: the configuration it loaded, the examples it scored "
+                      "(eval_file, or the pipeline's test split), the mean and its 95% bootstrap CI over those "
+                      "examples. Not pooled with Table 2: the examples may differ. " + sources)
+    return table
 
 
 def table2_paired(runs: list[Run], sources: str) -> Table:

@@ -18,6 +18,7 @@ REQUIRED = {
     "train-lrf": ("pipeline", "method", "lrf.components", "lrf.mean_pairwise_accuracy", "ledger.runs"),
     "collect": ("pipeline", "method", "ledger.runs"),
 }
+REQUIRED["eval"] = REQUIRED["run"]  # `optimas eval`: scored like a run, reported in its own table
 LRF_COMPONENT_KEYS = ("pairwise_accuracy", "judge_accuracy", "n_pairs")
 
 
@@ -48,15 +49,53 @@ class Problem:
 
 
 @dataclass
+class Duplicate:
+    """A run with the same pipeline, method, settings and seed as one already counted: the same
+    experiment run again (e.g. by two sweeps), so not a replicate."""
+
+    folder: Path
+    kept: Path
+
+
+@dataclass
 class RunSet:
     runs: list[Run] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    duplicates: list[Duplicate] = field(default_factory=list)
+
+
+def split_duplicates(runs: list[Run]) -> tuple[list[Run], list[Duplicate]]:
+    """One run per (pipeline, method, variant, seed), the newest; the others become Duplicates.
+    Pooling them would narrow a CI with copies of the same measurement. Needs run.variant assigned."""
+    def newest_first(run: Run):
+        return (-(run.folder / "results.json").stat().st_mtime if (run.folder / "results.json").exists() else 0.0,
+                str(run.folder))
+
+    kept: dict[tuple, Run] = {}
+    duplicates = []
+    for run in sorted(runs, key=newest_first):
+        if run_seed(run) is None:  # an older results.json without its config: nothing to compare
+            continue
+        config = run.results.get("config") or {}
+        scored = (config.get("config_file"), config.get("eval_file"))  # what an eval run scored, on what
+        key = (run.kind, run.pipeline, run.method, run.variant, run.lrf_variant, repr(run_seed(run)), scored)
+        if key in kept:
+            duplicates.append(Duplicate(run.folder, kept[key].folder))
+        else:
+            kept[key] = run
+    dropped = {d.folder for d in duplicates}
+    return [r for r in runs if r.folder not in dropped], duplicates
+
+
+def run_seed(run: Run):
+    """The run's seed; None when results.json predates recording its config."""
+    return (run.results.get("config") or {}).get("seed")
 
 
 def kind_of(results: dict) -> str:
     method = results.get("method")
-    return method if method in ("train-lrf", "collect") else "run"
+    return method if method in ("train-lrf", "collect", "eval") else "run"
 
 
 def lookup(data: dict, dotted: str):

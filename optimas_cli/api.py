@@ -1,0 +1,152 @@
+"""optimas from Python (a notebook, a script, a service): run an experiment with the command line's
+overrides, and load a finished run's optimized system to call it on new inputs.
+
+    import optimas_cli.api as optimas
+
+    result = optimas.run("pipeline=toy_hint", "method=unoptimized")   # the same overrides as `optimas run`
+    result.test["mean"], result.folder
+    system = optimas.load(result.folder)       # configuration, LoRA adapters and LRF routes of that run
+    system({"question": "...", ...})            # -> the system's final outputs for that input
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+
+from optimas_cli.errors import UserError
+
+
+@dataclass
+class RunResult:
+    """A finished run: its folder and its results.json."""
+
+    folder: Path
+    results: dict
+
+    @property
+    def test(self) -> dict | None:
+        return self.results.get("test")
+
+    def load(self, *overrides: str) -> OptimizedSystem:
+        return load(self.folder, *overrides)
+
+
+def run(*overrides: str, folder: str | Path | None = None, console: Console | None = None) -> RunResult:
+    """One `optimas run` (or `task=eval|collect|train-lrf`) in this process, checked as the command line
+    checks it; bad input raises UserError. The folder is outputs/<date>/<time>-<pipeline>-<method>
+    unless given; tracking=mlflow|wandb logs it as the command line does. Sweeps (comma lists) are the
+    command line's: loop in Python instead."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import open_dict
+
+    from optimas_cli.app import save_config, task_flow
+    from optimas_cli.cli import check_overrides, importable_here, quiet_libraries
+    from optimas_cli.conf import search_path
+    from optimas_cli.environment import prepare_process
+    from optimas_cli.system.run_folder import RunFolder
+    from optimas_cli.tracking.callback import settings, track_folder
+
+    prepare_process()
+    importable_here()  # a pipeline module beside the notebook imports, as on the command line
+    found = search_path(list(overrides))
+    task = next((o.split("=", 1)[1] for o in found.args if o.startswith("task=")), None)
+    args = [*found.args, *(["+run_label=eval"] if task == "eval" else [])]
+    cfg = check_overrides(args, found, with_hydra=True)
+    overrides_given = [a for a in args if "=" in a and not a.startswith("-")]
+    swept = [o.input_line for o in OverridesParser.create().parse_overrides(overrides_given) if o.is_sweep_override()]
+    if swept:
+        raise UserError(f"optimas.api.run runs one experiment, got a sweep: {swept[0]}",
+                        "call run() once per value, or use `optimas run -m` for a sweep")
+    quiet_libraries()
+    HydraConfig.instance().set_config(cfg)  # the run folder's name and ${hydra:...} resolve as in a CLI run
+    where = RunFolder(folder or str(cfg.hydra.run.dir))
+    with open_dict(cfg):
+        del cfg["hydra"]  # the job's config, as Hydra hands it to a task
+    where.path.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, where)
+    results = task_flow(str(cfg.task))(cfg, where, console or Console(highlight=False, soft_wrap=True))
+    track_folder(settings(cfg), where.path)
+    return RunResult(where.path, results)
+
+
+class OptimizedSystem:
+    """A finished run's compound system with the configuration it found: call it on new inputs."""
+
+    def __init__(self, folder: Path, cfg: DictConfig):
+        from optimas_cli.flows.evaluate import lrf_folder, saved_config
+        from optimas_cli.flows.setup import LazyLM, build_pipeline, seed_everything
+        from optimas_cli.system import RunContext, RunLedger, SystemConfig
+
+        self.folder, self.cfg = folder, cfg
+        seed_everything(int(cfg.seed))
+        self.pipeline = build_pipeline(cfg)
+        best = folder / "best_config.json"
+        config = saved_config(self.pipeline, best if best.is_file() else None)
+        # LoRA adapters are saved inside the run folder, under the path the run had (relative to where it ran)
+        self.config = SystemConfig({k: _adapter_here(v, folder) for k, v in config.items()})
+        lrf = lrf_folder(self.config, best, None)
+        self.lrf = None
+        if lrf is not None:
+            from optimas_cli.lrf.model import LocalRewardModel
+
+            self.lrf = LocalRewardModel.load(lrf)
+        self.ctx = RunContext(ledger=RunLedger(len(self.pipeline.system)), lm=LazyLM(cfg.lm), lrf=self.lrf,
+                              seed=int(cfg.seed), phase="serve")
+
+    @property
+    def components(self) -> list[str]:
+        return list(self.pipeline.system.components)
+
+    def __call__(self, inputs: dict | list[dict]) -> dict | list[dict]:
+        """The system's final outputs for one input (a dict of its input fields) or for a list of them."""
+        from optimas_cli.flows.evaluate import check_inputs
+
+        batch = [inputs] if isinstance(inputs, dict) else list(inputs)
+        for i, row in enumerate(batch):
+            try:
+                check_inputs(row, self.pipeline.system.inputs)
+            except (KeyError, TypeError) as exc:
+                raise UserError(f"input {i}: {exc}", f"pass dicts with the fields {list(self.pipeline.system.inputs)}") from None
+        trajectories = self.pipeline.system.run(batch, self.config, self.ctx)
+        outputs = [t.final(self.pipeline.system.outputs) for t in trajectories]
+        return outputs[0] if isinstance(inputs, dict) else outputs
+
+    def evaluate(self, examples: list[dict], repeats: int = 1) -> dict:
+        """Mean, std, per-example scores of the pipeline's metric on `examples` (inputs plus gold fields)."""
+        from optimas_cli.system.evaluate import evaluate
+
+        return evaluate(self.pipeline, self.config, examples, self.ctx.replace(phase="test"), repeats)
+
+
+def load(folder: str | Path, *overrides: str) -> OptimizedSystem:
+    """The optimized system of a finished run folder: its pipeline (from config.yaml), configuration
+    (best_config.json), LoRA adapters and local reward model (lrf/, for per-input routes). `overrides`
+    change the saved config (e.g. "lm.api_base=http://..."), never what the run found."""
+    folder = Path(folder)
+    saved = next((folder / n for n in ("config.resumed.yaml", "config.yaml") if (folder / n).is_file()), None)
+    if saved is None:
+        raise UserError(f"{folder} holds no config.yaml", "pass a run folder written by `optimas run`")
+    cfg = OmegaConf.load(saved)
+    results = folder / "results.json"
+    if results.is_file():
+        import json
+
+        method = json.loads(results.read_text()).get("method")
+        if method == "single_llm":
+            raise UserError(f"{folder} is a single_llm run: it replaced the system by one LM call",
+                            "load a run of a method that configures the compound system")
+    if overrides:
+        cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
+    return OptimizedSystem(folder, cfg)
+
+
+def _adapter_here(value, folder: Path):
+    """An adapter path saved relative to where the run ran, found again inside the run folder."""
+    if not isinstance(value, str) or "adapters/" not in value or Path(value).exists():
+        return value
+    moved = folder / value[value.index("adapters/"):]
+    return str(moved) if moved.exists() else value
