@@ -49,6 +49,18 @@ def main(cfg: DictConfig) -> float | None:
 
 def run_task(cfg: DictConfig) -> float | None:
     folder = RunFolder(HydraConfig.get().runtime.output_dir)
+    try:
+        folder.lock()  # one writer per folder: a second process on it stops here, before writing
+    except UserError as err:
+        errors.print(f"[red]optimas: {err}[/]")
+        sys.exit(2)
+    try:
+        return _run_locked(cfg, folder)
+    finally:
+        folder.unlock()
+
+
+def _run_locked(cfg: DictConfig, folder: RunFolder) -> float | None:
     # The folder's original config stays as it was (a resume is checked against it); a resumed run's
     # own config goes beside it.
     original = folder.file(ORIGINAL_CONFIG)

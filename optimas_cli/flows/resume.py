@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from optimas_cli.conf import CONF_DIR, options
 from optimas_cli.errors import UserError
+from optimas_cli.system.run_folder import refuse_if_locked
 
 ORIGINAL_CONFIG = "config.yaml"
 # What Stage 1, the loop's checkpoints and the call cache were computed with.
@@ -27,6 +28,7 @@ def check_resume(path: str, cfg: Any) -> None:
     if not folder.is_dir():
         raise UserError(f"resume={path}: no such run folder",
                         "pass the folder of an earlier run (outputs/<date>/<time>-<pipeline>-<method>), or drop resume=")
+    refuse_if_locked(folder, "the run folder")  # a run still going on in it: resume it once it ends
     if not (folder / ORIGINAL_CONFIG).is_file():
         raise UserError(f"resume={path}: not a run folder (it has no {ORIGINAL_CONFIG})",
                         "pass the folder of an earlier optimas run, or drop resume= to start a new one")

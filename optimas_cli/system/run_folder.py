@@ -1,6 +1,7 @@
 """A run folder: resolved config, log, checkpoints, accounts and results.json, all written atomically."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -8,8 +9,55 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from optimas_cli.errors import UserError
+
 ACCOUNTS_FILE = "accounts.json"
 INTERRUPTED_PHASE = "interrupted"  # wall time a killed process spent past its last checkpoint
+LOCK_FILE = ".lock"  # one writer per folder: flock'd while a process runs in it, holds that process's pid
+
+
+def lock_holder(path: str | os.PathLike) -> int | None:
+    """The pid of the live process that holds the folder's lock, or None when no process does (a lock
+    file left by a killed process is free: the kernel drops a flock with its holder)."""
+    lock = Path(path) / LOCK_FILE
+    if not lock.is_file():
+        return None
+    with open(lock, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _pid_in(lock)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
+def refuse_if_locked(path: str | os.PathLike, what: str) -> None:
+    """One line naming the holder when another process is writing in the folder."""
+    pid = lock_holder(path)
+    if pid is not None:
+        raise UserError(f"{what} {path} is in use by another optimas process (pid {pid})",
+                        f"wait for it to finish (or stop it: kill {pid}), or pick another folder")
+
+
+def prepare_run_dir(path: str | os.PathLike) -> None:
+    """Before Hydra writes in a folder named on the command line: it must be creatable, and not in
+    use by another process (Hydra would overwrite that run's .hydra/ files before our lock is taken)."""
+    refuse_if_locked(path, "the run folder")
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        probe = Path(path) / f".write-probe-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        raise UserError(f"cannot write the run folder {path} ({error.strerror or error})",
+                        "pick a writable place, e.g. hydra.run.dir=outputs/<name>") from None
+
+
+def _pid_in(lock: Path) -> int | str:
+    try:
+        return int(lock.read_text().strip())
+    except (OSError, ValueError):
+        return "unknown"  # the holder is between taking the lock and writing its pid
 
 
 class RunFolder:
@@ -19,6 +67,28 @@ class RunFolder:
         # When an earlier process last wrote here (a log line, a pair, a checkpoint): read before this
         # process writes anything, it dates the kill of the run this one resumes.
         self.last_write = max((f.stat().st_mtime for f in self.path.iterdir() if f.is_file()), default=None)
+
+    def lock(self) -> None:
+        """Become the folder's only writer, or raise a UserError naming the process that is; held
+        until unlock() or this process's end (a kill included)."""
+        handle = open(self.file(LOCK_FILE), "a+")  # no truncation: the holder's pid stays readable
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            refuse_if_locked(self.path, "the run folder")
+            raise UserError(f"the run folder {self.path} is in use by another optimas process",
+                            "wait for it to finish, or pick another folder") from None
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._lock = handle
+
+    def unlock(self) -> None:
+        handle = getattr(self, "_lock", None)
+        if handle is not None:
+            handle.close()  # closing the file drops the flock
+            self._lock = None
 
     def file(self, name: str) -> Path:
         return self.path / name
