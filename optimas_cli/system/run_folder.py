@@ -1,9 +1,11 @@
 """A run folder: resolved config, log, checkpoints, accounts and results.json, all written atomically."""
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +15,7 @@ from optimas_cli.errors import UserError
 
 ACCOUNTS_FILE = "accounts.json"
 INTERRUPTED_PHASE = "interrupted"  # wall time a killed process spent past its last checkpoint
+MIN_FREE_BYTES = 1 << 20  # what a run needs to start: its config, Hydra's .hydra/ files, the first log lines
 LOCK_FILE = ".lock"  # one writer per folder: flock'd while a process runs in it, holds that process's pid
 
 
@@ -39,10 +42,37 @@ def refuse_if_locked(path: str | os.PathLike, what: str) -> None:
                         f"wait for it to finish (or stop it: kill {pid}), or pick another folder")
 
 
+def is_disk_full(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full_error(folder: str | os.PathLike, error: OSError, command: str = "run") -> UserError:
+    """One line for a run that filled its disk: every file is written atomically (or rewritten on
+    resume), so the folder continues from its last checkpoint once there is space."""
+    what = f" (writing {error.filename})" if error.filename else ""
+    if not (Path(folder) / "config.yaml").is_file():  # nothing of the run was written yet
+        return UserError(f"no space left on the device of the run folder {folder}{what}",
+                         "free space there, then run the same command again")
+    return UserError(f"no space left on the device of the run folder {folder}{what}",
+                     f"free space there, then continue: optimas {command} <same overrides> resume={folder}")
+
+
+def check_free_space(path: str | os.PathLike) -> None:
+    """Before Hydra writes its .hydra/ files (a failure there is Hydra's traceback, not ours)."""
+    place = Path(path).absolute()
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    free = shutil.disk_usage(place).free
+    if free < MIN_FREE_BYTES:
+        raise UserError(f"no space left for the run folder {path} ({free // 1024} KB free on its device)",
+                        "free space there, or pick another place: hydra.run.dir=<folder>")
+
+
 def prepare_run_dir(path: str | os.PathLike) -> None:
     """Before Hydra writes in a folder named on the command line: it must be creatable, and not in
     use by another process (Hydra would overwrite that run's .hydra/ files before our lock is taken)."""
     refuse_if_locked(path, "the run folder")
+    check_free_space(path)
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
         probe = Path(path) / f".write-probe-{os.getpid()}"
@@ -94,11 +124,19 @@ class RunFolder:
         return self.path / name
 
     def write_json(self, name: str, data: Any) -> Path:
-        """Write to a temporary file then rename: a killed run never leaves a half-written file."""
+        return self.write_text(name, json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+    def write_text(self, name: str, text: str) -> Path:
+        """Write to a temporary file then rename: a killed run (or a full disk) never leaves a
+        half-written file, the previous version stays."""
         target = self.file(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        try:
+            tmp.write_text(text)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         os.replace(tmp, target)
         return target
 
