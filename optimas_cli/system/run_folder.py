@@ -72,7 +72,6 @@ def prepare_run_dir(path: str | os.PathLike) -> None:
     """Before Hydra writes in a folder named on the command line: it must be creatable, and not in
     use by another process (Hydra would overwrite that run's .hydra/ files before our lock is taken)."""
     refuse_if_locked(path, "the run folder")
-    check_free_space(path)
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
         probe = Path(path) / f".write-probe-{os.getpid()}"
@@ -81,6 +80,7 @@ def prepare_run_dir(path: str | os.PathLike) -> None:
     except OSError as error:
         raise UserError(f"cannot write the run folder {path} ({error.strerror or error})",
                         "pick a writable place, e.g. hydra.run.dir=outputs/<name>") from None
+    check_free_space(path)
 
 
 def _pid_in(lock: Path) -> int | str:
