@@ -17,9 +17,13 @@ from optimas_cli.flows.validate import check_values
 from optimas_cli.interrupts import SIGTERM_EXIT, Terminated, sigterm_as_interrupt
 from optimas_cli.stats import Interval, mean_ci
 from optimas_cli.system.caps import BudgetExhausted
-from optimas_cli.system.run_folder import RunFolder
+from optimas_cli.system.run_folder import RunFolder, disk_full_error, is_disk_full
 
 log = logging.getLogger("optimas")
+# One rule for every task: a job that a budget cap stopped (what it did is saved, `resume=` with a
+# raised cap continues it) makes the command exit with EXIT_CAPPED once all jobs of a sweep ran.
+EXIT_CAPPED = 3
+STOPPED_BY_CAP: list[str] = []
 console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -50,6 +54,24 @@ def main(cfg: DictConfig) -> float | None:
 
 def run_task(cfg: DictConfig) -> float | None:
     folder = RunFolder(HydraConfig.get().runtime.output_dir)
+    try:
+        folder.lock()  # one writer per folder: a second process on it stops here, before writing
+    except UserError as err:
+        errors.print(f"[red]optimas: {err}[/]")
+        sys.exit(2)
+    try:
+        return _run_locked(cfg, folder)
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        logging.raiseExceptions = False  # the log file is on the full disk too: no traceback per log line
+        errors.print(f"[red]optimas: {disk_full_error(folder.path, exc, cfg.task)}[/]")
+        sys.exit(2)
+    finally:
+        folder.unlock()
+
+
+def _run_locked(cfg: DictConfig, folder: RunFolder) -> float | None:
     save_config(cfg, folder)
     try:
         with sigterm_as_interrupt():
@@ -57,7 +79,8 @@ def run_task(cfg: DictConfig) -> float | None:
             results = task_flow(cfg.task)(cfg, folder, console)
     except BudgetExhausted as stop:  # collect / train-lrf stopped by a cap (`run` handles its own)
         errors.print(f"[yellow]optimas: {stop}; continue with a raised cap: optimas {cfg.task} ... resume={folder}[/]")
-        sys.exit(3)
+        STOPPED_BY_CAP.append(str(folder))
+        return None
     except Exception as exc:  # Hydra wraps errors raised while instantiating configs: unwrap ours
         err = user_error_in(exc)
         if err is None:
@@ -77,6 +100,7 @@ def run_task(cfg: DictConfig) -> float | None:
     test = results.get("test")
     if results.get("stopped"):
         where += f" · stopped by budget.{results['stopped']}"
+        STOPPED_BY_CAP.append(str(folder))
     line = f"done · results: {where}" if not test else (
         f"test {results['metric']} = {test['mean']:.4f} ± {test['std']:.4f} "
         f"(n={test['n']}, {len(test['scores'])} repeat(s)) · results: {where}")
@@ -91,8 +115,8 @@ def run_task(cfg: DictConfig) -> float | None:
 def save_config(cfg: DictConfig, folder: RunFolder) -> None:
     """The resolved config into the run folder. The folder's original config stays as it was (a resume
     is checked against it); a resumed run's own config goes beside it."""
-    original = folder.file(ORIGINAL_CONFIG)
-    OmegaConf.save(cfg, folder.file("config.resumed.yaml") if original.exists() else original, resolve=True)
+    original = folder.file(ORIGINAL_CONFIG)  # written whole or not at all: a half-written one blocks resume
+    folder.write_text("config.resumed.yaml" if original.exists() else ORIGINAL_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
 
 
 def before_after_line(results: dict) -> str:

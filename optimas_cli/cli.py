@@ -19,6 +19,7 @@ from optimas_cli.environment import prepare_process
 from optimas_cli.errors import UserError
 from optimas_cli.flows.resume import check_resume
 from optimas_cli.flows.validate import check_values
+from optimas_cli.system.run_folder import check_free_space, prepare_run_dir
 
 HYDRA_TASKS = {"run": "run", "collect": "collect", "train-lrf": "train-lrf", "eval": "eval"}
 
@@ -247,12 +248,22 @@ def main(argv: list[str] | None = None) -> int:
     resume = next((a.split("=", 1)[1] for a in rest if a.startswith("resume=")), None)
     if resume:  # continue inside the earlier run folder
         extra.append(f"hydra.run.dir={resume}")
+    run_dir = resume or next((a.split("=", 1)[1] for a in rest if a.startswith("hydra.run.dir=")), None)
+    try:
+        if run_dir and "${" not in run_dir and "-m" not in rest and "--multirun" not in rest:
+            prepare_run_dir(run_dir)
+        else:
+            check_free_space("outputs" if "-m" not in rest and "--multirun" not in rest else "multirun")
+    except UserError as err:
+        return fail(err)
     quiet_libraries()
+    from optimas_cli.app import EXIT_CAPPED, STOPPED_BY_CAP
     from optimas_cli.app import main as hydra_main
 
     sys.argv = ["optimas", *with_overrides(rest, extra)]
+    STOPPED_BY_CAP.clear()
     hydra_main()
-    return 0
+    return EXIT_CAPPED if STOPPED_BY_CAP else 0
 
 
 if __name__ == "__main__":

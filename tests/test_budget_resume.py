@@ -89,6 +89,37 @@ def test_a_dollar_cap_forbids_the_test_evaluation_and_says_so(tiny_bert, tmp_pat
     assert essentials(resumed) == essentials(uncapped)
 
 
+def optimization_runs(results: dict) -> float:
+    """The runs a max_runs cap counts: everything before the final validation and test."""
+    after = ("final_validation", "test", "test_initial")
+    return sum(row["runs"] for phase, row in results["ledger"]["by_phase"].items() if phase not in after)
+
+
+# Issue 26 item 11: 10 stopped at 20 (the loop's opening validation ran before the first check), 30 at 50
+# (a whole iteration); now a unit whose runs are known (a validation pass, the search sample's re-run) is
+# not started when it would cross the cap. A stop inside an iteration resumes to the uncapped result.
+@pytest.mark.parametrize("cap", [10, 30])
+def test_a_runs_cap_is_not_crossed_by_a_unit_of_known_size(tiny_bert, tmp_path, uncapped, cap):
+    stopped = run_in(tiny_bert, tmp_path, f"budget.max_runs={cap}")
+    assert stopped["stopped"] == "max_runs" and optimization_runs(stopped) <= cap, stopped["ledger"]["by_phase"]
+    resumed = run_in(tiny_bert, tmp_path, "budget.max_runs=null")
+    assert essentials(resumed) == essentials(uncapped)
+
+
+def test_a_dollar_cap_stops_lrf_training_after_an_epoch(tiny_bert, tmp_path, uncapped, monkeypatch):
+    """Compute is priced per hour; before, Stage 1 trained all its epochs before the first check."""
+    import optimas_cli.lrf.train as train
+
+    steps, real = [], train._step
+    monkeypatch.setattr(train, "_step", lambda *args: steps.append(1) or real(*args))
+    stopped = run_in(tiny_bert, tmp_path, "budget.max_usd=1e-9", "compute.price_per_hour=100000")
+    stage1 = uncapped["lrf"]["stage1"]
+    per_epoch = stage1["steps"] // stage1["epochs_run"]
+    assert stopped["stopped"] == "max_usd" and stage1["epochs_run"] > 1
+    # at most one epoch (here none: the dev pass before the first epoch already crossed 1e-9 dollars); before: all 3
+    assert len(steps) <= per_epoch < stage1["steps"]
+
+
 def kill_at_checkpoint(monkeypatch, n: int):
     """Kill the run as it is about to write its n-th checkpoint: the work since the previous one is done,
     but neither recorded nor marked done."""
@@ -145,6 +176,17 @@ def test_caps_warn_at_half_and_four_fifths_then_stop():
     with pytest.raises(BudgetExhausted, match="max_runs=10"):
         caps.check()
     assert caps.stopped.cap == "max_runs"
+
+
+def test_a_unit_that_crosses_both_warnings_warns_once_and_a_known_cost_stops_before_it():
+    spent, warnings = {"max_runs": 0.0}, []
+    caps = BudgetCaps(max_runs=10, spent=lambda: spent, on_warning=warnings.append)
+    spent["max_runs"] = 9  # one unit from 0 to 90%: before, the 50% and the 80% warning together
+    caps.check()
+    assert [w.split("(")[1] for w in warnings] == ["80% reached)"]
+    caps.check({"max_runs": 1})  # lands on the cap: allowed
+    with pytest.raises(BudgetExhausted, match="would be crossed .*needs 2 more"):
+        caps.check({"max_runs": 2})
 
 
 def test_a_run_reports_its_gain_over_the_initial_configuration_on_the_same_test_examples(uncapped):

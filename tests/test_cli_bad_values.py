@@ -38,6 +38,7 @@ def assert_refused(proc, run_dir, expected: str) -> None:
         ("repeats=0", "repeats must be at least 1, got 0"),
         ("lm.temperature=5", "lm.temperature=5 is outside [0.0, 2.0]"),
         ("lrf.collect.temperature=-1", "lrf.collect.temperature=-1 is outside [0.0, 2.0]"),
+        ("seed=abc", "seed must be a whole number, got 'abc'"),  # issue 26 item 10: was a ValueError traceback
     ],
 )
 def test_bad_value_is_refused_before_any_work(tmp_path, override, expected):
@@ -45,6 +46,14 @@ def test_bad_value_is_refused_before_any_work(tmp_path, override, expected):
     proc = optimas("run", *TOY, override, f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert_refused(proc, run_dir, expected)
     assert not run_dir.exists()  # refused on the command line: Hydra never made the run folder
+
+
+def test_an_unwritable_run_folder_is_one_line(tmp_path):
+    """Issue 26 item 10: hydra.run.dir=/proc/x was Hydra's FileNotFoundError traceback."""
+    proc = optimas("run", *TOY, "hydra.run.dir=/proc/x", cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot write the run folder /proc/x" in lines[0], proc.stderr
 
 
 def test_temperature_range_is_the_providers(tmp_path):

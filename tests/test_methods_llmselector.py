@@ -70,6 +70,6 @@ def test_a_baseline_stops_at_a_budget_cap_and_still_reports(tmp_path):
     out = tmp_path / "run"
     proc = optimas("run", "pipeline=toy_model_selector", "method=llmselector", "budget=smoke", "budget.max_runs=1",
                    f"hydra.run.dir={out}", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # a cap's stop exits 3 in every task (issue 26 item 12: was 0 here)
     results = json.loads((out / "results.json").read_text())
     assert results["stopped"] == "max_runs" and results["history"] == [] and results["test"]["n"] > 0

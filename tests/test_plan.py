@@ -105,3 +105,33 @@ def test_plan_command_prints_the_plan_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []  # a plan is not a run: no run folder, no outputs/
     refused = optimas("plan", "pipeline=toy_retriever", "repeats=0", cwd=tmp_path)
     assert refused.returncode == 2 and "repeats must be at least 1" in refused.stderr
+
+
+def test_plan_refuses_what_run_refuses_and_does_not_loop_per_iteration(capsys):
+    """Issue 26 item 10: plan and run share their checks (a scheduler run would reject after Stage 1,
+    a method setting the method refuses); the loop's arithmetic is closed-form, so 10^12 iterations
+    plan at once (1e6 took 12 s, 1e12 never ended)."""
+    import time
+
+    from optimas_cli.cli import main
+
+    for bad, expected in [("method.scheduler=bogus", "unknown scheduler 'bogus'"),
+                          ("method.stage2_pool=x", "unknown method.stage2_pool 'x'"),
+                          ("seed=abc", "seed must be a whole number")]:
+        assert main(["plan", "pipeline=toy_hint", "method=optimas", bad]) == 2
+        assert expected in capsys.readouterr().err
+    started = time.time()
+    assert main(["plan", "pipeline=toy_hint", "method=optimas", "budget.iterations=1e12"]) == 0
+    assert time.time() - started < 30
+    assert "accepted updates 1.00" in capsys.readouterr().out  # one component: its first pick, once
+
+
+@pytest.mark.parametrize("scheduler", ["uniform", "round_robin"])
+@pytest.mark.parametrize("m, iterations", [(1, 0), (1, 5), (3, 2), (3, 40), (4, 4)])
+def test_first_picks_closed_form_is_the_per_iteration_sum(scheduler, m, iterations):
+    from optimas_cli.flows.plan import _first_picks
+
+    def first(t):  # the chance that iteration t picks a given component for the first time, times m
+        return (1.0 if t < m else 0.0) if scheduler == "round_robin" else (1 - 1 / m) ** t
+
+    assert _first_picks(iterations, m, scheduler) == pytest.approx(sum(first(t) for t in range(iterations)))

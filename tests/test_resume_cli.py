@@ -42,11 +42,17 @@ def finished(tmp_path_factory):
     (["pipeline=toy_retriever", "method=single_llm", "resume={run}"], "is a run of method 'unoptimized', not 'single_llm'"),
     (["pipeline=toy_retriever", "method=unoptimized", "seed=7", "resume={run}"], "other seed (0 there, 7 now)"),
     (["pipeline=toy_retriever", "method=unoptimized", "resume={notrun}"], "not a run folder"),
+    # issue 26 item 12: these were accepted silently, and a refusal inside a group named only the group
+    (["pipeline=toy_retriever", "method=unoptimized", "data_dir={tmp}", "resume={run}"], "other data_dir ("),
+    (["pipeline=toy_retriever", "method=unoptimized", "lm.api_base=http://other:8000/v1", "resume={run}"],
+     "other lm.api_base (None there, 'http://other:8000/v1' now)"),
+    (["pipeline=toy_retriever", "method=unoptimized", "lrf.train.epochs=3", "resume={run}"],
+     "other lrf.train.epochs (10 there, 3 now) — resume with lrf.train.epochs=10"),
 ])
 def test_an_incompatible_resume_is_one_line_and_leaves_the_folder_untouched(finished, tmp_path, capsys, args,
                                                                             expected):
     (tmp_path / "notrun").mkdir()
-    paths = {"run": finished, "missing": tmp_path / "missing", "notrun": tmp_path / "notrun"}
+    paths = {"run": finished, "missing": tmp_path / "missing", "notrun": tmp_path / "notrun", "tmp": tmp_path}
     before = snapshot(finished)
     assert main(["run", *[a.format(**paths) for a in args]]) == 2  # refused before Hydra starts
     lines = capsys.readouterr().err.strip().splitlines()

@@ -74,3 +74,22 @@ def test_compute_is_charged_in_dollars_only_when_a_rate_is_set():
     assert unpriced["unpriced_calls"] == 2
     priced = run_costs(ctx, OmegaConf.create({"compute": {"price_per_hour": 2.0}}))
     assert (priced["usd"], priced["compute_usd"]) == (pytest.approx(2.5), pytest.approx(2.0))
+
+
+def test_a_checkpoint_inside_a_timed_phase_keeps_its_seconds_for_the_resumed_process():
+    """Issue 26 item 12: by_phase.optimize.seconds after a resume counted only the last process, since a
+    phase's seconds were added when its block ended and the whole optimization is one block."""
+    import time
+
+    from optimas_cli.system import RunLedger
+
+    first = RunLedger(2)
+    with first.timed("optimize"), first.computing("lrf_training"):
+        time.sleep(0.05)
+        checkpoint = first.state()  # the process is killed here
+    assert checkpoint["phase_seconds"]["optimize"] >= 0.05 and checkpoint["compute_seconds"]["lrf_training"] >= 0.05
+    resumed = RunLedger(2)
+    resumed.restore(checkpoint)
+    with resumed.timed("optimize"):
+        time.sleep(0.02)
+    assert resumed.to_dict()["by_phase"]["optimize"]["seconds"] >= 0.07

@@ -111,11 +111,17 @@ def _optimizer(comp: Component, search: int, opt: Mapping, phase: PhaseCount) ->
         phase.run(comp, 2 * search)  # the current adapter and the trained one
 
 
-def _first_pick_probability(t: int, m: int, scheduler: str) -> float:
-    """Chance that iteration t (0-based) picks a component for the first time, given it picks one."""
+def _first_picks(iterations: int, m: int, scheduler: str) -> float:
+    """Expected number of iterations, among the first `iterations`, that pick a given component for
+    the first time, divided by the chance 1/m of picking it: the sum over t of the chance that
+    iteration t is a first pick. Closed forms (the plan takes no time per iteration): round robin
+    picks each of the m once in the first m iterations; uniform (prioritized is planned as uniform)
+    first picks at t with (1 - 1/m)^t, a geometric series."""
+    if m == 0 or iterations <= 0:
+        return 0.0
     if scheduler == "round_robin":
-        return 1.0 if t < m else 0.0
-    return (1 - 1 / m) ** t  # uniform (prioritized is planned as uniform)
+        return float(min(iterations, m))
+    return m * (1 - (1 - 1 / m) ** iterations)
 
 
 def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, phases: dict) -> dict:
@@ -148,22 +154,23 @@ def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, p
         comp = system.components[name]
         val.run(comp, n_val, comp.values_per_input(config[name]))
         sample.run(comp, search, comp.values_per_input(config[name]))
-    accepted, scheduler = 0.0, str(method.get("scheduler", "uniform"))
-    for t in range(int(budget.iterations)):
-        first = _first_pick_probability(t, m, scheduler)
-        for name in optimizable:  # each component is picked with probability 1/m
-            comp, share = system.components[name], 1 / m
-            _scaled(lambda p, c=comp: _optimizer(c, search, opt, p), share, loop_opt)
-            validated = first if comp.kind is ConfigKind.CHOICE and comp.per_instance else 1.0
-            _scaled(lambda p, n=name: _rerun(system, n, n_val, config, p), share * validated, val)
-            # an acceptance: the search sample follows the new configuration; Stage 2; routes re-measured
-            _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, sample)
-            if adapt:
-                _scaled(lambda p: _collection(system, config, fresh, collect, p, lm_temperature), share * first, phases["adaptation"])
-                if comp.kind is ConfigKind.CHOICE and comp.per_instance:  # adapted routes: validation and search
-                    _scaled(lambda p, n=name: _rerun(system, n, n_val, config, p), share * first, val)
-                    _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, sample)
-            accepted += share * first
+    # Every iteration adds the same expected work, except what follows an acceptance, which happens
+    # at a first pick: T iterations add T times the one, `first` (the summed first-pick chances) the other.
+    iterations, scheduler = int(budget.iterations), str(method.get("scheduler", "uniform"))
+    first = _first_picks(iterations, m, scheduler)
+    for name in optimizable:  # each component is picked with probability 1/m
+        comp, share = system.components[name], 1 / m
+        _scaled(lambda p, c=comp: _optimizer(c, search, opt, p), share * iterations, loop_opt)
+        validated = first if comp.kind is ConfigKind.CHOICE and comp.per_instance else iterations
+        _scaled(lambda p, n=name: _rerun(system, n, n_val, config, p), share * validated, val)
+        # an acceptance: the search sample follows the new configuration; Stage 2; routes re-measured
+        _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, sample)
+        if adapt:
+            _scaled(lambda p: _collection(system, config, fresh, collect, p, lm_temperature), share * first, phases["adaptation"])
+            if comp.kind is ConfigKind.CHOICE and comp.per_instance:  # adapted routes: validation and search
+                _scaled(lambda p, n=name: _rerun(system, n, n_val, config, p), share * first, val)
+                _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, sample)
+    accepted = first if optimizable else 0.0
     stage2 = int(train.get("stage2_steps", 10)) * (accepted if adapt else 0)
     return {"lrf_steps": lrf_steps, "stage2_steps": stage2, "pairs": pairs, "accepted_updates": accepted}
 
@@ -313,10 +320,11 @@ def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = 
 
 def plan_run(cfg: DictConfig) -> str:
     """`optimas plan`: build the pipeline and its splits as `optimas run` would, and render the plan."""
-    from optimas_cli.flows.setup import budget_splits, build_pipeline
+    from optimas_cli.flows.setup import budget_splits, build_method, build_pipeline
 
     pipeline = build_pipeline(cfg)
     splits = budget_splits(pipeline, build_budget(cfg))
+    build_method(cfg, build_budget(cfg))  # the method's own checks of its settings, as `optimas run` makes them
     title = (f"plan: {pipeline.name} · method {cfg.method.name} · budget {cfg.budget.name} · "
              f"splits {splits.sizes()} · repeats {cfg.repeats}")
     return render(make_plan(cfg, pipeline, splits), title)

@@ -13,11 +13,15 @@ from omegaconf import OmegaConf
 
 from optimas_cli.conf import CONF_DIR, options
 from optimas_cli.errors import UserError
+from optimas_cli.system.run_folder import refuse_if_locked
 
 ORIGINAL_CONFIG = "config.yaml"
 # What Stage 1, the loop's checkpoints and the call cache were computed with.
-DECIDING = ("seed", "lrf", "lm.model", "lm.temperature", "lm.max_tokens", "budget.train_size", "budget.val_size",
-            "budget.search_size", "budget.num_candidates", "budget.num_steps", "budget.fresh_size")
+# The data and the server decide them too: another data_dir is other examples, another lm.api_base
+# another model behind the same name.
+DECIDING = ("seed", "data_dir", "lrf", "lm.model", "lm.api_base", "lm.temperature", "lm.max_tokens",
+            "budget.train_size", "budget.val_size", "budget.search_size", "budget.num_candidates", "budget.num_steps",
+            "budget.fresh_size")
 LRF_ONLY_TASKS = ("collect", "train-lrf")  # their folders hold no method's state: any method may build on them
 
 
@@ -27,6 +31,7 @@ def check_resume(path: str, cfg: Any) -> None:
     if not folder.is_dir():
         raise UserError(f"resume={path}: no such run folder",
                         "pass the folder of an earlier run (outputs/<date>/<time>-<pipeline>-<method>), or drop resume=")
+    refuse_if_locked(folder, "the run folder")  # a run still going on in it: resume it once it ends
     if not (folder / ORIGINAL_CONFIG).is_file():
         raise UserError(f"resume={path}: not a run folder (it has no {ORIGINAL_CONFIG})",
                         "pass the folder of an earlier optimas run, or drop resume= to start a new one")
@@ -41,7 +46,7 @@ def check_resume(path: str, cfg: Any) -> None:
         _same(path, before, now, "method", "method", _name(before, "method"), _name(now, "method"))
         method_settings = {k: v for k, v in (before.get("method") or {}).items() if k not in ("budget", "lrf")}
         now_settings = {k: v for k, v in (now.get("method") or {}).items() if k not in ("budget", "lrf")}
-        _differs(path, "method settings", method_settings, now_settings)
+        _differs(path, "method", method_settings, now_settings)
     for key in DECIDING:
         _differs(path, key, _get(before, key), _get(now, key))
 
@@ -61,13 +66,25 @@ def _same(path: str, before: dict, now: dict, group: str, what: str, was: str, a
     if before.get(group) != now.get(group) and was != asked:
         raise UserError(f"resume={path} is a run of {what} {was!r}, not {asked!r}",
                         f"resume it with {what}={was}, or drop resume= to start a new run")
-    _differs(path, f"{what} settings", before.get(group), now.get(group))
+    _differs(path, group, before.get(group), now.get(group))
 
 
 def _differs(path: str, key: str, was: Any, now: Any) -> None:
-    if was != now:
-        raise UserError(f"resume={path} was run with other {key} ({_short(was)} there, {_short(now)} now)",
-                        f"resume with the folder's settings (see its {ORIGINAL_CONFIG}), or drop resume= to start a new run")
+    """Refuse naming the first differing setting under `key` (`lrf.train.epochs`, not `lrf`)."""
+    if was == now:
+        return
+    key, was, now = _first_difference(key, was, now)
+    raise UserError(f"resume={path} was run with other {key} ({_short(was)} there, {_short(now)} now)",
+                    f"resume with {key}={_spelled(was)} (the folder's {ORIGINAL_CONFIG}), or drop resume= to start a new run")
+
+
+def _first_difference(key: str, was: Any, now: Any) -> tuple[str, Any, Any]:
+    if not (isinstance(was, dict) and isinstance(now, dict)):
+        return key, was, now
+    for name in sorted(set(was) | set(now), key=str):
+        if was.get(name) != now.get(name):
+            return _first_difference(f"{key}.{name}", was.get(name), now.get(name))
+    return key, was, now
 
 
 def _get(cfg: dict, dotted: str) -> Any:
@@ -75,6 +92,15 @@ def _get(cfg: dict, dotted: str) -> Any:
     for part in dotted.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return node
+
+
+def _spelled(value: Any) -> str:
+    """A value as an override spells it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return _short(value) if isinstance(value, dict | list) else str(value)
 
 
 def _short(value: Any) -> str:

@@ -176,7 +176,7 @@ def run_costs(ctx: RunContext, cfg: DictConfig | None) -> dict:
     as $0), local generation and training as compute seconds, dollars too when compute.price_per_hour is set."""
     lm = ctx.lm.usage() if hasattr(ctx.lm, "usage") else {}
     total = (lm or {}).get("total", {})
-    compute = {"local_generation": float(total.get("compute_seconds", 0.0)), **ctx.ledger.compute}
+    compute = {"local_generation": float(total.get("compute_seconds", 0.0)), **ctx.ledger.compute_so_far()}
     compute_seconds = sum(compute.values())
     rate = _compute_rate(cfg)
     compute_usd = None if rate is None else compute_seconds * rate / 3600

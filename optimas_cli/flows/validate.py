@@ -46,12 +46,28 @@ def _temperature(key: str, value: Any, model: str) -> None:
                         f"set {key} to a value in [{low}, {high}]")
 
 
+def _scheduler(policy: Any) -> None:
+    """Algorithm 1's component scheduler; checked here, not first after Stage 1 has been paid for."""
+    if policy is None:
+        return
+    from optimas_cli.optim.scheduler import ComponentScheduler
+
+    try:
+        ComponentScheduler(["-"], str(policy))
+    except ValueError as error:
+        raise UserError(f"method.scheduler: {error}", "e.g. method.scheduler=uniform") from None
+
+
 def check_values(cfg: DictConfig | Mapping) -> None:
-    """Raise UserError on the first bad value among the budget sizes, repeats and LM temperatures."""
+    """Raise UserError on the first bad value among the budget sizes, repeats, seed, the loop's
+    scheduler and LM temperatures. `optimas plan` and `optimas run` both pass here."""
     if cfg.get("budget") is not None:
         Budget.from_mapping(cfg["budget"])  # the budget group's one home for its keys and bounds
     if "repeats" in cfg:
         _integer("repeats", cfg["repeats"], 1, False)
+    if "seed" in cfg:
+        _integer("seed", cfg["seed"], 0, False)
+    _scheduler((cfg.get("method") or {}).get("scheduler"))
     lm = cfg.get("lm") or {}
     model = str(lm.get("model", ""))
     _temperature("lm.temperature", lm.get("temperature"), model)

@@ -6,15 +6,19 @@ at temperature > 0 are n rows while greedy calls share one. Each row carries a c
 and payload; a row that fails it is dropped and regenerated, never served.
 
 Safe across processes and threads: WAL journal, a busy timeout, one autocommitted INSERT per row
-(sqlite's atomic commit means a run killed mid-write leaves the previous state). A file that is not
-a database (or is damaged) is moved aside and rebuilt; a file locked past the timeout is a UserError.
+(sqlite's atomic commit means a run killed mid-write leaves the previous state). Only a file that is
+really damaged (not a database, failing sqlite's integrity check) is moved aside and rebuilt; a
+read-only cache is read from without caching new calls; a full disk or a file locked past the
+timeout is a UserError that leaves the file as it was (CallCache says how each failure is met).
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import sqlite3
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -81,25 +85,79 @@ def _checksum(key: str, payload: str) -> str:
     return hashlib.sha256(f"{key}\n{payload}".encode()).hexdigest()
 
 
+class SchemaMismatch(sqlite3.DatabaseError):
+    """A cache written by another version of this code: its rows cannot be read as this one's."""
+
+
+def _kind(error: BaseException) -> str:
+    """What an error opening or writing the cache means: locked, read-only, full, corrupt or other."""
+    if isinstance(error, SchemaMismatch):
+        return "corrupt"
+    if isinstance(error, OSError):
+        return {errno.EROFS: "read-only", errno.EACCES: "read-only", errno.EPERM: "read-only",
+                errno.ENOSPC: "full", errno.EDQUOT: "full"}.get(error.errno, "other")
+    name, message = getattr(error, "sqlite_errorname", "") or "", str(error).lower()
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in message:
+        return "locked"
+    if name.startswith("SQLITE_READONLY") or "readonly" in message or name.startswith("SQLITE_CANTOPEN"):
+        return "read-only"  # CANTOPEN: the file (or its -wal/-shm) cannot be created where it lives
+    if name.startswith("SQLITE_FULL") or "disk is full" in message:
+        return "full"
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in message or "not a database" in message:
+        return "corrupt"
+    return "other"
+
+
+def _notice(message: str) -> None:
+    """On the terminal, not only in the log: whether calls are cached decides what a run re-pays."""
+    log.warning(message)
+    print(f"optimas: {message}", file=sys.stderr, flush=True)
+
+
 class CallCache:
-    """get/put of CachedCompletion by key, with hit and miss counters."""
+    """get/put of CachedCompletion by key, with hit and miss counters.
+
+    What a failure does: a cache locked past the timeout or a full disk is a UserError (the file is
+    left as it was: sqlite's atomic commit drops the failed write); a read-only file, directory or
+    mount is read from and new calls are not cached (said on the terminal); only a file that is not
+    a database, fails sqlite's integrity check or has another schema is moved aside and rebuilt."""
 
     def __init__(self, path: str | Path, busy_timeout_seconds: float = 30.0):
         self.path = Path(path).expanduser()
         self.busy_timeout_seconds = busy_timeout_seconds
         self.hits = self.misses = self.writes = 0
+        self.read_only = False  # reads served, writes skipped
         self._lock = threading.Lock()
-        self._conn = self._open()
+        self._conn: sqlite3.Connection | None = self._open()
 
-    # ---- opening, and recovering from a damaged file -------------------------------------------
-    def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    # ---- opening, and what a failure means -----------------------------------------------------
+    def _open(self) -> sqlite3.Connection | None:
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             return self._connect()
-        except sqlite3.DatabaseError as error:
-            self._raise_if_locked(error)
+        except (sqlite3.DatabaseError, OSError) as error:
+            kind = self._triage(error)
+            if kind == "read-only":
+                return self._open_read_only(error)
             self._move_aside(error)
             return self._connect()
+
+    def _triage(self, error: BaseException) -> str:
+        """Raise on what stops the run (locked, full, unknown); return 'read-only' or 'corrupt'."""
+        kind = _kind(error)
+        if kind == "locked":
+            raise UserError(
+                f"the LM call cache {self.path} stayed locked for {self.busy_timeout_seconds:.0f}s ({error})",
+                "another process holds it: wait for it, point OPTIMAS_CACHE_DIR (or lm.cache_dir) elsewhere, "
+                "or run with lm.cache=false",
+            ) from None
+        if kind == "full":
+            raise UserError(f"no space left for the LM call cache {self.path} ({error}); the cache is kept as it was",
+                            "free disk space there (or point OPTIMAS_CACHE_DIR elsewhere) and resume the run") from None
+        if kind == "other" and not self._fails_integrity_check():
+            raise UserError(f"the LM call cache {self.path} cannot be used ({error})",
+                            "point OPTIMAS_CACHE_DIR (or lm.cache_dir) elsewhere, or run with lm.cache=false") from None
+        return "read-only" if kind == "read-only" else "corrupt"
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout_seconds, check_same_thread=False,
@@ -114,47 +172,85 @@ class CallCache:
             )
             conn.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
             conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            (version,) = conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()
-            if version != str(SCHEMA_VERSION):
-                raise sqlite3.DatabaseError(f"cache schema version {version}, expected {SCHEMA_VERSION}")
+            self._check_schema(conn)
         except BaseException:
             conn.close()
             raise
         return conn
 
-    def _raise_if_locked(self, error: sqlite3.DatabaseError) -> None:
-        message = str(error).lower()
-        if "locked" in message or "busy" in message:
-            raise UserError(
-                f"the LM call cache {self.path} stayed locked for {self.busy_timeout_seconds:.0f}s ({error})",
-                "another process holds it: wait for it, point OPTIMAS_CACHE_DIR (or lm.cache_dir) elsewhere, "
-                "or run with lm.cache=false",
-            ) from error
+    @staticmethod
+    def _check_schema(conn: sqlite3.Connection) -> None:
+        (version,) = conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()
+        if version != str(SCHEMA_VERSION):
+            raise SchemaMismatch(f"cache schema version {version}, expected {SCHEMA_VERSION}")
 
-    def _move_aside(self, error: Exception) -> None:
+    def _open_read_only(self, error: BaseException) -> sqlite3.Connection | None:
+        """Serve what the cache holds without writing to it. `mode=ro` reads a WAL database when its
+        -shm can be used; on a read-only mount without one, `immutable=1` reads the main file (rows
+        still in an uncheckpointed -wal are then missed: regenerated, never misread)."""
+        self.read_only = True
+        if not self.path.is_file():
+            _notice(f"the LM call cache {self.path} cannot be created ({error}); new calls will not be cached")
+            return None
+        for mode in ("mode=ro", "immutable=1"):
+            try:
+                conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?{mode}", uri=True, check_same_thread=False,
+                                       timeout=self.busy_timeout_seconds, isolation_level=None)
+                self._check_schema(conn)
+            except sqlite3.DatabaseError as failed:
+                reason = failed
+                continue
+            _notice(f"the LM call cache {self.path} is read-only ({error}); reading from it, "
+                    "new calls will not be cached")
+            return conn
+        raise UserError(f"the LM call cache {self.path} is read-only and cannot be read either ({reason})",
+                        "make it readable, point OPTIMAS_CACHE_DIR (or lm.cache_dir) elsewhere, "
+                        "or run with lm.cache=false") from None
+
+    def _fails_integrity_check(self) -> bool:
+        """sqlite's own verdict on the file (quick_check: every page and index, without the slow row
+        comparison); a file it cannot even open as a database fails too."""
+        try:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                return conn.execute("PRAGMA quick_check").fetchall() != [("ok",)]
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as error:
+            return _kind(error) == "corrupt"
+
+    def _move_aside(self, error: BaseException) -> None:
         """Keep the damaged file for inspection and start an empty cache in its place."""
         aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
-        log.warning("LM call cache %s is unreadable (%s); moved to %s and rebuilt", self.path, error, aside)
+        _notice(f"the LM call cache {self.path} is damaged ({error}); moved to {aside} and rebuilt empty")
         self.path.replace(aside)
         for suffix in ("-wal", "-shm"):  # the journal of a damaged database belongs to it
             side = self.path.with_name(self.path.name + suffix)
             if side.exists():
                 side.replace(aside.with_name(aside.name + suffix))
 
-    def _recover(self, error: sqlite3.DatabaseError) -> None:
-        self._raise_if_locked(error)
-        self._conn.close()
+    def _recover(self, error: sqlite3.DatabaseError) -> bool:
+        """After a failed read or write of an open cache; True when the cache can still be written."""
+        kind = self._triage(error)
+        if self._conn is not None:
+            self._conn.close()
+        if kind == "read-only":
+            self._conn = self._open_read_only(error)
+            return False
         self._move_aside(error)
         self._conn = self._connect()
+        return True
 
     # ---- reads and writes ----------------------------------------------------------------------
     def get(self, key: str) -> CachedCompletion | None:
         with self._lock:
-            try:
-                row = self._conn.execute("SELECT payload, checksum FROM completions WHERE key=?", (key,)).fetchone()
-            except sqlite3.DatabaseError as error:
-                self._recover(error)
-                row = None
+            row = None
+            if self._conn is not None:
+                try:
+                    row = self._conn.execute("SELECT payload, checksum FROM completions WHERE key=?",
+                                             (key,)).fetchone()
+                except sqlite3.DatabaseError as error:
+                    self._recover(error)
             entry = self._decode(key, row)
             if entry is None:
                 self.misses += 1
@@ -173,24 +269,31 @@ class CallCache:
             return CachedCompletion(**{k: v for k, v in json.loads(payload).items() if k in fields})
         except (ValueError, TypeError) as error:
             log.warning("LM call cache %s: dropping a damaged entry (%s)", self.path, error)
-            self._conn.execute("DELETE FROM completions WHERE key=?", (key,))
+            if not self.read_only:
+                self._conn.execute("DELETE FROM completions WHERE key=?", (key,))
             return None
 
     def put(self, key: str, entry: CachedCompletion) -> None:
         payload = json.dumps(asdict(entry), sort_keys=True, ensure_ascii=False)
         row = (key, payload, _checksum(key, payload), time.time())
         with self._lock:
+            if self.read_only:
+                return
             try:
                 self._conn.execute("INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?)", row)
             except sqlite3.DatabaseError as error:
-                self._recover(error)
+                if not self._recover(error):
+                    return
                 self._conn.execute("INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?)", row)
             self.writes += 1
 
     def __len__(self) -> int:
         with self._lock:
+            if self._conn is None:
+                return 0
             return self._conn.execute("SELECT COUNT(*) FROM completions").fetchone()[0]
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            if self._conn is not None:
+                self._conn.close()

@@ -147,11 +147,14 @@ def train_initial_lrf(
     model = LocalRewardModel.from_config(lrf_cfg, component_infos(pipeline.system))
     split, hidden = split_pairs(model, pairs, lrf_cfg, cfg)
     with ctx.ledger.timed("lrf_training"), ctx.ledger.computing("lrf_training"):
-        stage1 = train_stage1(model, split.train, train_config(lrf_cfg, len(split.train)), dev=split.dev, buffer=buffer)
+        # a cap is checked before each epoch: a stop drops the partial training, a resume trains again
+        stage1 = train_stage1(model, split.train, train_config(lrf_cfg, len(split.train)), dev=split.dev, buffer=buffer,
+                              before_epoch=lambda: check_caps(ctx))
     accuracy = pairwise_accuracy(model, split.test, indistinguishable=hidden)
     judge = None
     judge_cfg = dict(lrf_cfg.get("judge") or {})
     if judge_cfg.get("enabled", True) and split.test and ctx.lm is not None:
+        check_caps(ctx)  # before the judge's calls (priced, on an API model)
         with ctx.ledger.timed(JUDGE_PHASE):
             judge = judge_accuracy(ctx.lm, split.test, examples=split.train, k=int(judge_cfg.get("k", 8)),
                                    components=component_infos(pipeline.system), seed=int(lrf_cfg.get("seed", 0) or 0),

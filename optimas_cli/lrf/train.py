@@ -21,7 +21,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 import torch
@@ -235,8 +235,10 @@ def train_stage1(
     cfg: TrainConfig | Mapping | None = None,
     dev: Sequence[PreferencePair] | None = None,
     buffer: ReplayBuffer | None = None,
+    before_epoch: Callable[[], None] | None = None,
 ) -> dict:
     """Train on `pairs` until dev accuracy stops improving; the best epoch's weights are kept.
+    `before_epoch` runs before each epoch (a budget cap's check, which may stop the training).
 
     Without `dev`, a `cfg.dev_fraction` split of `pairs` by input is the dev set (nothing is held
     out for test here: the caller who reports alignment splits with split_by_input first). The
@@ -270,6 +272,8 @@ def train_stage1(
         model.train()
         with phase("LRF training · batches", cfg.epochs * n_batches) as advance:
             for epoch in range(1, cfg.epochs + 1):
+                if before_epoch is not None:
+                    before_epoch()
                 order = list(train_items)
                 rng.shuffle(order)
                 losses = []

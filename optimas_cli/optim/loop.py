@@ -130,6 +130,13 @@ class OptimasLoop:
              "rng": rng.bit_generator.state, "carry": None if self.carry is None else self.carry.state()},
         )
 
+    def _rerun_cost(self, name: str | None, n: int, config: SystemConfig) -> float:
+        """Equivalent runs of run_from(name) on n inputs (None: the whole system), what a budget cap
+        is checked against before them; a router runs each of its values on each input."""
+        names = self.system.order if name is None else (name, *self.system.downstream(name))
+        comps = [self.system.components[c] for c in names]
+        return n * sum(c.values_per_input(config[c.name]) for c in comps) / len(self.system)
+
     def _validate(self, trajs: list[Trajectory]) -> list[float]:
         """Per-example validation rewards: the gate compares them example by example."""
         return rewards(self.pipeline, trajs)
@@ -138,6 +145,9 @@ class OptimasLoop:
     def run(self) -> tuple[SystemConfig, list[HistoryEntry]]:
         resumed = self.folder.file(STATE_FILE).exists()
         start, config, history, rng = self._load_or_start()
+        opening = self._rerun_cost(None, len(self.val) + min(self.settings.search_size, len(self.train)), config)
+        if not resumed and cap_reached(self.ctx, {"max_runs": opening}):
+            return config, history  # stopped before the opening validation: nothing of the loop to save
         vctx = self.ctx.replace(phase="validation", lrf=self.lrf)
         octx = self.ctx.replace(phase="local_optimization", lrf=self.lrf)
         sctx = self.ctx.replace(phase=SEARCH_SAMPLE_PHASE, lrf=self.lrf)
@@ -174,6 +184,9 @@ class OptimasLoop:
             )
             if proposal.value != config[name]:
                 candidate = config.replace(name, proposal.value)
+                # the validation pass: this component and what follows it, on every validation input
+                if cap_reached(self.ctx, {"max_runs": self._rerun_cost(name, len(self.val), candidate)}):
+                    break  # before validating: the iteration is not checkpointed, a resume redoes it
                 with (self.ctx.ledger.timed("validation"), phase(f"iteration {t + 1} · validation", lm=self.ctx.lm),
                       self.ctx.ledger.provisional() as validation_pass):
                     cand_trajs = self.system.run_from(name, val_trajs, candidate, vctx)
@@ -183,10 +196,17 @@ class OptimasLoop:
                 entry.gate = decision.to_dict()
                 if decision.accepted:
                     validation_pass.keep()  # the paper charges accepted updates' validation only
+                    # Then the search sample re-runs from this component, and Stage 2 adapts: each a unit.
+                    if cap_reached(self.ctx, {"max_runs": self._rerun_cost(name, len(search), candidate)}):
+                        break
+                    previous = config
                     config, val_trajs, val_scores = candidate, cand_trajs, cand_scores
                     search = self.system.run_from(name, search, config, sctx)
                     self._observe(search, config)
                     entry.accepted, entry.val_after = True, sum(cand_scores)
+                    if self.adapt is not None and cap_reached(self.ctx):
+                        config = previous  # the checkpoint's: a resume redoes the whole iteration
+                        break
                     if self.adapt is not None:
                         val_trajs, val_scores, search = self._adapt(config, val_trajs, val_scores, search, entry,
                                                                     vctx, sctx)

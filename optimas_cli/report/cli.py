@@ -87,9 +87,15 @@ def write_report(found: RunSet, out: Path) -> str:
 
 
 def problems_section(found: RunSet) -> str:
+    stopped = [r for r in found.runs if r.results.get("stopped")]
+    lines = []
+    if stopped:  # in the tables with the best configuration found before the cap: say which they are
+        lines += ["### Runs stopped by a budget cap", "", "| Folder | Cap | Equivalent runs |", "|---|---|---:|"]
+        lines += [f"| {r.folder} | budget.{r.results['stopped']} | {r.results['ledger']['runs']:g} |" for r in stopped]
+        lines.append("")
     if not found.problems:
-        return "### Runs left out\n\nNone: every run folder had a complete results.json.\n"
-    lines = ["### Runs left out", "", "| Folder | Reason |", "|---|---|"]
+        return "\n".join([*lines, "### Runs left out\n\nNone: every run folder had a complete results.json.\n"])
+    lines += ["### Runs left out", "", "| Folder | Reason |", "|---|---|"]
     lines += [f"| {p.folder} | {p.reason.replace('|', '/')} |" for p in found.problems]
     return "\n".join(lines) + "\n"
 
@@ -110,7 +116,9 @@ def run_rows(found: RunSet) -> tuple[list[str], list[list]]:
     for run in found.runs:
         test = run.results.get("test") or {}
         ledger = run.results.get("ledger") or {}
-        status = f"duplicate of {duplicate_of[run.folder]}" if run.folder in duplicate_of else "ok"
+        status = ("ok" if not run.results.get("stopped") else f"stopped by budget.{run.results['stopped']}")
+        if run.folder in duplicate_of:
+            status = f"duplicate of {duplicate_of[run.folder]}"
         rows.append([str(run.folder), status, run.pipeline, run.method, run.variant, test.get("mean"), test.get("std"),
                      test.get("n"), ledger.get("runs"), ledger.get("tokens"), ""])
     rows += [[str(p.folder), "left out", "", "", "", None, None, None, None, None, p.reason] for p in found.problems]

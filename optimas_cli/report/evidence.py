@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from optimas_cli.errors import UserError
 from optimas_cli.report.runs import Run
 from optimas_cli.stats import Interval, mean_ci_over_runs, paired_ci
 from optimas_cli.system.traces import PREDICTIONS, predictions_path, read_predictions
@@ -43,9 +44,9 @@ def _scores(folder: str) -> RunScores | str:
     if path is None:
         return f"no {PREDICTIONS} (a run from before per-example traces)"
     try:
-        lines = [r for r in read_predictions(path) if r.get("split") == "test"]
-    except (OSError, EOFError, json.JSONDecodeError) as exc:
-        return f"{path.name} is unreadable ({exc})"
+        lines = [r for r in read_predictions(path) if r["split"] == "test"]
+    except UserError as exc:  # damaged: cut short, not UTF-8, not JSON, a field of the wrong type
+        return exc.problem.replace(str(path), path.name)
     if not lines:
         return f"{path.name} holds no test examples"
     by_key: dict[str, list[float]] = {}

@@ -20,6 +20,12 @@ REQUIRED = {
 }
 REQUIRED["eval"] = REQUIRED["run"]  # `optimas eval`: scored like a run, reported in its own table
 LRF_COMPONENT_KEYS = ("pairwise_accuracy", "judge_accuracy", "n_pairs")
+# The type each required key must have (a hand-edited or damaged file can hold anything).
+NUMBER, TEXT = (int, float), (str,)
+TYPES = {"pipeline": TEXT, "method": TEXT, "metric": TEXT, "test.mean": NUMBER, "test.std": NUMBER,
+         "test.scores": (list,), "test.n": (int,), "ledger.runs": NUMBER, "ledger.tokens": NUMBER,
+         "ledger.calls": NUMBER, "lrf.mean_pairwise_accuracy": NUMBER + (type(None),),
+         "lrf.components": (dict,)}
 
 
 @dataclass
@@ -136,26 +142,57 @@ def find_run_folders(paths: list[str]) -> list[Path]:
     return unique
 
 
-def read_run(folder: Path) -> Run | Problem:
+def read_results(folder: Path) -> dict | None:
+    """The folder's results.json (None when it has none); a damaged one is a UserError naming it."""
     target = folder / "results.json"
     if not target.exists():
-        return Problem(folder, "no results.json: the run did not finish (see its optimas.log)")
+        return None
     try:
-        results = json.loads(target.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return Problem(folder, f"results.json is not valid JSON ({exc}); half-written or edited by hand")
+        results = json.loads(target.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{target} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                        "restore it, or run the experiment again") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{target} is not valid JSON ({exc}); half-written or edited by hand",
+                        "restore it, or run the experiment again") from None
+    except OSError as exc:
+        raise UserError(f"{target} cannot be read ({exc.strerror or exc})", "check the file's permissions") from None
     if not isinstance(results, dict):
-        return Problem(folder, "results.json does not hold a JSON object")
+        raise UserError(f"{target} does not hold a JSON object", "restore it, or run the experiment again")
+    return results
+
+
+def read_run(folder: Path) -> Run | Problem:
+    try:
+        results = read_results(folder)
+    except UserError as err:
+        return Problem(folder, err.problem.replace(str(folder / "results.json"), "results.json"))
+    if results is None:
+        return Problem(folder, "no results.json: the run did not finish (see its optimas.log)")
+    if kind_of(results) == "run" and "test" not in results and results.get("test_skipped"):
+        return Problem(folder, f"test skipped: {results['test_skipped']}")  # a capped run, not a damaged one
     missing = [key for key in REQUIRED[kind_of(results)] if not _has(results, key)]
     if missing:
         return Problem(folder, f"results.json lacks {', '.join(missing)}")
-    if not isinstance(results.get("test", {}).get("mean", 0.0), (int, float)):
-        return Problem(folder, "results.json: test.mean is not a number")
+    mistyped = [key for key in (*REQUIRED[kind_of(results)], "lrf.mean_pairwise_accuracy") if key in TYPES
+                and _has(results, key) and not _typed(lookup(results, key), TYPES[key])]
+    if mistyped:
+        key = mistyped[0]
+        return Problem(folder, f"results.json: {key} is {str(lookup(results, key))[:40]!r}, not of type "
+                               f"{' or '.join(t.__name__ for t in TYPES[key])}")
     if "lrf" in results:
         broken = _lrf_problem(results["lrf"])
         if broken:
             return Problem(folder, f"results.json: {broken}")
     return Run(folder, results)
+
+
+def _typed(value, kinds: tuple) -> bool:
+    if isinstance(value, bool):
+        return bool in kinds
+    if isinstance(value, list) and kinds == (list,):
+        return all(isinstance(v, NUMBER) and not isinstance(v, bool) for v in value)  # test.scores
+    return isinstance(value, kinds)
 
 
 def _has(results: dict, key: str) -> bool:

@@ -23,8 +23,9 @@ from rich.console import Console
 from rich.table import Table
 
 from optimas_cli.errors import UserError
-from optimas_cli.report.runs import is_run_folder
+from optimas_cli.report.runs import is_run_folder, read_results
 from optimas_cli.stats import paired_ci
+from optimas_cli.system.run_folder import lock_holder
 from optimas_cli.system.traces import PREDICTIONS, predictions_path, read_predictions
 
 USAGE = "optimas show RUN_FOLDER [OTHER_RUN_FOLDER] [--split test|validation] [--failed] [--component NAME] [--limit N]"
@@ -70,16 +71,16 @@ def load(folder: str, split: str) -> RunTrace:
     if not is_run_folder(path):
         raise UserError(f"{folder} is not a run folder (no results.json, config.yaml or optimas.log)",
                         "pass a folder written by `optimas run`")
+    results = read_results(path)
     source = predictions_path(path)
     if source is None:
-        raise UserError(f"{folder} has no {PREDICTIONS}: it was written before runs kept per-example traces",
-                        f"re-evaluate it: optimas eval config_file={folder}/best_config.json")
-    records = [r for r in read_predictions(source) if r.get("split") == SPLITS[split]]
+        raise _no_traces(folder, path, results)
+    records = [{"components": {}, **r} for r in read_predictions(source) if r["split"] == SPLITS[split]]
     if not records:
+        if results is None or (split == "test" and results.get("test_skipped")):
+            raise _no_traces(folder, path, results)
         raise UserError(f"{folder} has no {split} examples in {source.name}", "try --split validation or --split test")
-    results_file = path / "results.json"
-    results = json.loads(results_file.read_text()) if results_file.exists() else {}
-    run = RunTrace(path, results, records=records)
+    run = RunTrace(path, results or {}, records=records)
     by_key: dict[str, list[dict]] = defaultdict(list)
     for r in records:
         by_key[r["key"]].append(r)
@@ -89,6 +90,22 @@ def load(folder: str, split: str) -> RunTrace:
         run.examples[key] = Example(key, statistics.fmean(r["score"] for r in lines), lines[0])
     _assign_blame(run)
     return run
+
+
+def _no_traces(folder: str, path: Path, results: dict | None) -> UserError:
+    """Why a run folder holds no examples to show: still running, killed, stopped by a cap, or old."""
+    pid = lock_holder(path)
+    if pid is not None:
+        return UserError(f"{folder} is a run still in progress (pid {pid}): no results yet", "show it once it ends")
+    if results is None:
+        return UserError(f"{folder} holds a run that did not finish (killed, or it failed: see its optimas.log)",
+                         f"continue it with: optimas run <its overrides> resume={folder}")
+    if results.get("test_skipped"):
+        return UserError(f"{folder} was stopped by budget.{results.get('stopped')} before the test evaluation",
+                         f"resume it with a raised cap: optimas run <its overrides> resume={folder} "
+                         f"budget.{results.get('stopped')}=<more>")
+    return UserError(f"{folder} has no {PREDICTIONS}: it was written before runs kept per-example traces",
+                     f"re-evaluate it: optimas eval config_file={folder}/best_config.json")
 
 
 def _assign_blame(run: RunTrace) -> None:
@@ -157,6 +174,8 @@ def show_one(run: RunTrace, opts, console: Console) -> None:
     console.print(f"[bold]{run.folder}[/] · {res.get('pipeline', '?')} · {res.get('method', '?')} · {opts.split}: "
                   f"{len(scores)} examples × {repeats} repeat(s) · mean {res.get('metric', 'score')} "
                   f"{statistics.fmean(scores):.4f} · {failed} below {FAILED:g}")
+    if res.get("stopped"):
+        console.print(f"[yellow]stopped by budget.{res['stopped']}: the best configuration found before the cap[/]")
     console.print(component_summary(run))
     if not any("reward" in s for r in run.records for s in r["components"].values()):
         console.print("[dim]no r_k in these traces (no trained local reward model): no blame column[/]")

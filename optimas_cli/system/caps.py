@@ -1,8 +1,12 @@
-"""Hard budget caps: dollars, equivalent system runs, wall time. Checked at the loops' safe points.
+"""Hard budget caps: dollars, equivalent system runs, wall time. Checked before each unit of work.
 
-A cap is crossed when what has been spent reaches it; the next safe point (after a checkpoint)
-raises BudgetExhausted naming it, and the run stops cleanly there and can be resumed with a raised cap.
-Warnings at 50% and 80% of each cap, once each.
+A unit is one component's Stage 1 collection, an LRF training epoch, the judge's calls, the loop's
+opening validation, an iteration's validation pass (and each method's own safe points). Before a
+unit, the run stops once a cap is reached, and also when the unit's known cost (`ahead`: a
+validation pass's system runs) would cross it, so a cap is overshot by at most one unit whose cost
+is not known in advance. The stop raises BudgetExhausted naming the cap; what was done up to the last
+checkpoint is saved and the run resumes with a raised cap (work after it is redone, as after a kill).
+Warnings at 50% and 80% of each cap, each when it is crossed: a unit that crosses both warns once, at 80%.
 """
 from __future__ import annotations
 
@@ -24,9 +28,13 @@ FORBIDS_TEST = ("max_usd", "max_wall")
 class BudgetExhausted(Exception):
     """Raised at a safe point once a cap is reached; the run's state was checkpointed just before."""
 
-    def __init__(self, cap: str, spent: float, limit: float):
+    def __init__(self, cap: str, spent: float, limit: float, ahead: float = 0.0):
         self.cap, self.spent, self.limit = cap, spent, limit
-        super().__init__(f"budget cap {cap}={limit:g} reached ({spent:.4g} {CAPS[cap]} spent)")
+        if spent >= limit or not ahead:
+            super().__init__(f"budget cap {cap}={limit:g} reached ({spent:.4g} {CAPS[cap]} spent)")
+        else:
+            super().__init__(f"budget cap {cap}={limit:g} would be crossed ({spent:.4g} {CAPS[cap]} spent, "
+                             f"the next step needs {ahead:.4g} more)")
 
     @property
     def forbids_test(self) -> bool:
@@ -69,38 +77,40 @@ class BudgetCaps:
     def limits(self) -> dict[str, float]:
         return {cap: getattr(self, cap) for cap in CAPS if getattr(self, cap) is not None}
 
-    def check(self) -> None:
-        """At a safe point: warn at 50% and 80% of a cap, raise BudgetExhausted once one is reached."""
+    def check(self, ahead: Mapping[str, float] | None = None) -> None:
+        """Before a unit of work: warn at 50% and 80% of a cap, raise BudgetExhausted once one is
+        reached or would be crossed by `ahead` (the unit's cost, keyed like CAPS, where known)."""
         limits = self.limits()
         if not limits or self.spent is None:
             return
         spent = self.spent()
         for cap, limit in limits.items():
-            used = float(spent.get(cap, 0.0))
-            if used >= limit:
-                self.stopped = BudgetExhausted(cap, used, limit)
+            used, needed = float(spent.get(cap, 0.0)), float((ahead or {}).get(cap, 0.0))
+            if used >= limit or used + needed > limit:
+                self.stopped = BudgetExhausted(cap, used, limit, needed)
                 raise self.stopped
-            for share in WARN_AT:
-                if used >= share * limit and (cap, share) not in self._warned:
-                    self._warned.add((cap, share))
-                    message = f"budget: {used:.4g} of {cap}={limit:g} {CAPS[cap]} spent ({100 * share:.0f}% reached)"
-                    log.warning(message)
-                    if self.on_warning is not None:
-                        self.on_warning(message)
+            crossed = [share for share in WARN_AT if used >= share * limit]
+            if crossed and (cap, crossed[-1]) not in self._warned:
+                self._warned.update((cap, share) for share in crossed)  # the lower ones are past too
+                message = (f"budget: {used:.4g} of {cap}={limit:g} {CAPS[cap]} spent "
+                           f"({100 * crossed[-1]:.0f}% reached)")
+                log.warning(message)
+                if self.on_warning is not None:
+                    self.on_warning(message)
 
 
-def check_caps(ctx) -> None:
-    """The loops' safe-point call: a no-op for a run without caps."""
+def check_caps(ctx, ahead: Mapping[str, float] | None = None) -> None:
+    """The call before a unit of work: a no-op for a run without caps."""
     caps = getattr(ctx, "caps", None)
     if caps is not None:
-        caps.check()
+        caps.check(ahead)
 
 
-def cap_reached(ctx) -> bool:
-    """For a loop that stops itself at a safe point: True once a cap is reached (`ctx.caps.stopped`
-    then names it), after the same warnings as check_caps."""
+def cap_reached(ctx, ahead: Mapping[str, float] | None = None) -> bool:
+    """For a loop that stops itself before a unit: True once a cap is reached or `ahead` would cross
+    it (`ctx.caps.stopped` then names it), after the same warnings as check_caps."""
     try:
-        check_caps(ctx)
+        check_caps(ctx, ahead)
     except BudgetExhausted:
         return True
     return False

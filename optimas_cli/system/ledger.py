@@ -48,6 +48,8 @@ class RunLedger:
         # phase -> component -> event -> count: what a component could not do cleanly (an output it
         # could not parse, retrieved text cut to fit its prompt budget), beside how often it ran
         self.events: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+        self._open_seconds: dict[str, float] = {}  # phase -> start of its timed block still running
+        self._open_compute: dict[str, float] = {}
         self._started = time.perf_counter()
         self._earlier_seconds = 0.0  # wall time of the process(es) this run resumed from
 
@@ -93,20 +95,42 @@ class RunLedger:
 
     @contextmanager
     def timed(self, phase: str):
-        start = time.perf_counter()
-        try:
+        with self._counting(self.seconds, self._open_seconds, phase):
             yield
-        finally:
-            self.seconds[phase] += time.perf_counter() - start
 
     @contextmanager
     def computing(self, kind: str):
         """Charge the block's seconds as local compute (e.g. "lrf_training", "grpo_training")."""
+        with self._counting(self.compute, self._open_compute, kind):
+            yield
+
+    @contextmanager
+    def _counting(self, totals: dict, open_blocks: dict, key: str):
+        """Add the block's seconds to totals[key] when it ends; until then open_blocks holds its start,
+        so a checkpoint or a cap check inside a long block (the whole loop, an LRF training) sees
+        the time spent in it so far."""
         start = time.perf_counter()
+        outer = key in open_blocks  # a nested block of the same key is counted by the outer one
+        if not outer:
+            open_blocks[key] = start
         try:
             yield
         finally:
-            self.compute[kind] += time.perf_counter() - start
+            if not outer:
+                del open_blocks[key]
+                totals[key] += time.perf_counter() - start
+
+    @staticmethod
+    def _with_open(totals: dict, open_blocks: dict) -> dict[str, float]:
+        now = time.perf_counter()
+        live = dict(totals)
+        for key, start in open_blocks.items():
+            live[key] = live.get(key, 0.0) + now - start
+        return live
+
+    def compute_so_far(self) -> dict[str, float]:
+        """Compute seconds by kind, including the blocks still running."""
+        return self._with_open(self.compute, self._open_compute)
 
     def _phases(self, phase: str | None) -> list[str]:
         return [phase] if phase is not None else sorted(set(self.executions) | set(self.pairs))
@@ -127,8 +151,8 @@ class RunLedger:
     def state(self) -> dict:
         """Everything counted so far, for a checkpoint: a resumed run goes on counting from here."""
         return {"executions": _plain(self.executions), "charged": _plain(self.charged), "pairs": _plain(self.pairs),
-                "events": self._events_dict(), "phase_seconds": dict(self.seconds),
-                "compute_seconds": dict(self.compute), "elapsed": self.elapsed()}
+                "events": self._events_dict(), "phase_seconds": self._with_open(self.seconds, self._open_seconds),
+                "compute_seconds": self.compute_so_far(), "elapsed": self.elapsed()}
 
     def add_seconds(self, phase: str, seconds: float) -> None:
         """Wall time spent outside this process (a killed one's, past its last checkpoint)."""

@@ -1,15 +1,93 @@
 """A run folder: resolved config, log, checkpoints, accounts and results.json, all written atomically."""
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
+import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from optimas_cli.errors import UserError
+
 ACCOUNTS_FILE = "accounts.json"
 INTERRUPTED_PHASE = "interrupted"  # wall time a killed process spent past its last checkpoint
+MIN_FREE_BYTES = 1 << 20  # what a run needs to start: its config, Hydra's .hydra/ files, the first log lines
+LOCK_FILE = ".lock"  # one writer per folder: flock'd while a process runs in it, holds that process's pid
+
+
+def lock_holder(path: str | os.PathLike) -> int | None:
+    """The pid of the live process that holds the folder's lock, or None when no process does (a lock
+    file left by a killed process is free: the kernel drops a flock with its holder)."""
+    lock = Path(path) / LOCK_FILE
+    if not lock.is_file():
+        return None
+    with open(lock, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _pid_in(lock)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
+def refuse_if_locked(path: str | os.PathLike, what: str) -> None:
+    """One line naming the holder when another process is writing in the folder."""
+    pid = lock_holder(path)
+    if pid is not None:
+        raise UserError(f"{what} {path} is in use by another optimas process (pid {pid})",
+                        f"wait for it to finish (or stop it: kill {pid}), or pick another folder")
+
+
+def is_disk_full(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full_error(folder: str | os.PathLike, error: OSError, command: str = "run") -> UserError:
+    """One line for a run that filled its disk: every file is written atomically (or rewritten on
+    resume), so the folder continues from its last checkpoint once there is space."""
+    what = f" (writing {error.filename})" if error.filename else ""
+    if not (Path(folder) / "config.yaml").is_file():  # nothing of the run was written yet
+        return UserError(f"no space left on the device of the run folder {folder}{what}",
+                         "free space there, then run the same command again")
+    return UserError(f"no space left on the device of the run folder {folder}{what}",
+                     f"free space there, then continue: optimas {command} <same overrides> resume={folder}")
+
+
+def check_free_space(path: str | os.PathLike) -> None:
+    """Before Hydra writes its .hydra/ files (a failure there is Hydra's traceback, not ours)."""
+    place = Path(path).absolute()
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    free = shutil.disk_usage(place).free
+    if free < MIN_FREE_BYTES:
+        raise UserError(f"no space left for the run folder {path} ({free // 1024} KB free on its device)",
+                        "free space there, or pick another place: hydra.run.dir=<folder>")
+
+
+def prepare_run_dir(path: str | os.PathLike) -> None:
+    """Before Hydra writes in a folder named on the command line: it must be creatable, and not in
+    use by another process (Hydra would overwrite that run's .hydra/ files before our lock is taken)."""
+    refuse_if_locked(path, "the run folder")
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        probe = Path(path) / f".write-probe-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        raise UserError(f"cannot write the run folder {path} ({error.strerror or error})",
+                        "pick a writable place, e.g. hydra.run.dir=outputs/<name>") from None
+    check_free_space(path)
+
+
+def _pid_in(lock: Path) -> int | str:
+    try:
+        return int(lock.read_text().strip())
+    except (OSError, ValueError):
+        return "unknown"  # the holder is between taking the lock and writing its pid
 
 
 class RunFolder:
@@ -20,15 +98,45 @@ class RunFolder:
         # process writes anything, it dates the kill of the run this one resumes.
         self.last_write = max((f.stat().st_mtime for f in self.path.iterdir() if f.is_file()), default=None)
 
+    def lock(self) -> None:
+        """Become the folder's only writer, or raise a UserError naming the process that is; held
+        until unlock() or this process's end (a kill included)."""
+        handle = open(self.file(LOCK_FILE), "a+")  # no truncation: the holder's pid stays readable
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            refuse_if_locked(self.path, "the run folder")
+            raise UserError(f"the run folder {self.path} is in use by another optimas process",
+                            "wait for it to finish, or pick another folder") from None
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._lock = handle
+
+    def unlock(self) -> None:
+        handle = getattr(self, "_lock", None)
+        if handle is not None:
+            handle.close()  # closing the file drops the flock
+            self._lock = None
+
     def file(self, name: str) -> Path:
         return self.path / name
 
     def write_json(self, name: str, data: Any) -> Path:
-        """Write to a temporary file then rename: a killed run never leaves a half-written file."""
+        return self.write_text(name, json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+    def write_text(self, name: str, text: str) -> Path:
+        """Write to a temporary file then rename: a killed run (or a full disk) never leaves a
+        half-written file, the previous version stays."""
         target = self.file(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        try:
+            tmp.write_text(text)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         os.replace(tmp, target)
         return target
 

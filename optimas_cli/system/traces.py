@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from optimas_cli.errors import DataError
+
 PREDICTIONS = "predictions.jsonl.gz"
 
 
@@ -110,8 +112,50 @@ def predictions_path(folder: str | Path) -> Path | None:
     return None
 
 
+# What every trace line holds, with its type: `optimas show` and the report read these. `components`
+# may be absent (a method that keeps only the final output); present, it is an object of objects.
+FIELDS = {"split": ((str,), "text"), "key": ((str,), "text"), "repeat": ((int,), "a whole number"),
+          "score": ((int, float), "a number"), "components": ((dict,), "a JSON object")}
+OPTIONAL = ("components",)
+
+
 def read_predictions(path: str | Path) -> list[dict]:
+    """The trace lines; a damaged file (cut short, not gzip, not UTF-8, not JSON, a field of the wrong
+    type) is a DataError naming the file, the line and what is wrong."""
     path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    try:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError) as error:  # BadGzipFile is an OSError; a cut-off gzip stream an EOFError
+        raise DataError(f"{path} is damaged: {error}", "re-evaluate the run (optimas eval "
+                        f"config_file={path.parent}/best_config.json) or restore the file") from None
+    records = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise DataError(f"{path} line {number} is not UTF-8 text (byte {raw[error.start]:#04x})",
+                            "restore the file, or re-evaluate the run") from None
+        except json.JSONDecodeError as error:
+            raise DataError(f"{path} line {number} is not JSON ({error.msg})", "restore the file, or re-evaluate the run") from None
+        problem = _line_problem(record)
+        if problem:
+            raise DataError(f"{path} line {number}: {problem}", "restore the file, or re-evaluate the run")
+        records.append(record)
+    return records
+
+
+def _line_problem(record: Any) -> str | None:
+    if not isinstance(record, dict):
+        return f"a {type(record).__name__}, not a JSON object"
+    for name, (kinds, label) in FIELDS.items():
+        value = record.get(name)
+        if name not in record:
+            if name in OPTIONAL:
+                continue
+            return f"{name!r} is missing"
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            return f"{name!r} is {repr(value)[:40]}, not {label}"
+    broken = [n for n, step in record.get("components", {}).items() if not isinstance(step, dict)]
+    return f"component {broken[0]!r} is not a JSON object" if broken else None
