@@ -404,7 +404,7 @@ def test_the_verdict_compares_optimas_only_with_baselines_that_searched_the_same
     # Table 2's rows state each method's proposer
     paired = {r[1]: r[2] for r in table2_paired([*runs, lm_run], "src").rows}
     assert paired == {"Unoptimized": "—", "Optimas": "mixed", "DSPy": "mixed", "TextGrad": "lm",
-                      f"Optimas [{lm_variant}]": "lm"}
+                      "Optimas [prompt.proposer=lm, proposer=lm]": "lm"}  # the header's shortest distinct keys
 
 
 def test_runs_recorded_before_the_proposer_get_the_one_their_version_searched():
