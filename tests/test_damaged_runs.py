@@ -96,10 +96,13 @@ def test_report_lists_damaged_folders_with_their_reason(finished, tmp_path):
     ledger.runs that is text were tracebacks of the whole report."""
     root = tmp_path / "runs"
     damage = trace_damage(finished)
-    for kind in ("not UTF-8", "a list", "score as text", "repeat as text"):
+    results = json.loads((finished / "results.json").read_text())
+    for seed, kind in enumerate(("not UTF-8", "a list", "score as text", "repeat as text")):
         shutil.copytree(finished, root / kind.replace(" ", "_"))
         (root / kind.replace(" ", "_") / "predictions.jsonl.gz").write_bytes(damage[kind])
-    results = json.loads((finished / "results.json").read_text())
+        # four seeds of one cell (copies with one seed would be one run and its duplicates)
+        seeded = {**results, "config": {**results["config"], "seed": seed}}
+        (root / kind.replace(" ", "_") / "results.json").write_text(json.dumps(seeded))
     for name, broken in {"runs_as_text": {**results, "ledger": {**results["ledger"], "runs": "many"}},
                          "scores_as_text": {**results, "test": {**results["test"], "scores": "x"}}}.items():
         shutil.copytree(finished, root / name)
