@@ -18,7 +18,7 @@ from optimas_cli.flows.setup import (
     seed_everything,
 )
 from optimas_cli.methods.base import Method, MethodOutcome
-from optimas_cli.stats import paired_ci
+from optimas_cli.stats import mde_summary, paired_ci
 from optimas_cli.system.caps import BudgetExhausted
 from optimas_cli.system.component import ConfigKind
 from optimas_cli.system.evaluate import evaluate
@@ -40,6 +40,9 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     ctx.caps.on_warning = lambda message: console.print(f"[yellow]{message}[/]")  # the log has it too
     log.info("pipeline=%s method=%s splits=%s", pipeline.name, method.name, splits.sizes())
     console.print(f"[bold]{pipeline.name}[/] · method [bold]{method.name}[/] · splits {splits.sizes()}")
+    mde = {"validation": mde_summary(len(splits.val)), "test": mde_summary(len(splits.test))}
+    console.print(mde_line(mde))
+    log.info(mde_line(mde))
 
     try:
         with ctx.ledger.timed("optimize"):
@@ -66,6 +69,11 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
                                               int(cfg.repeats))
         results.update(before_and_after(pipeline, method, outcome, results["test"], splits.test, ectx,
                                         int(cfg.repeats)))
+        if "test_initial" in results:  # the same MDE at the measured spread of the paired gains
+            gains = [b - a for a, b in zip(results["test_initial"]["per_example"], results["test"]["per_example"],
+                                           strict=True)]
+            mde["test"] = mde_summary(len(splits.test), gains)
+    results["mde"] = mde
     results.update({
         "ledger": ledger_summary(ctx, cfg),
         "plan": plan,
@@ -97,6 +105,12 @@ def before_and_after(pipeline, method, outcome, test: dict, examples, ctx, repea
     gain = paired_ci(initial["per_example"], test["per_example"])
     return {"test_initial": initial,
             "test_gain": {"delta": gain.estimate, "ci_low": gain.low, "ci_high": gain.high, "level": 0.95}}
+
+
+def mde_line(mde: dict) -> str:
+    """The smallest mean gain each split can detect (80% power, two-sided alpha 0.05), worst case in [0, 1]."""
+    parts = [f"{split} n={m['n']}: {m['mde_worst_case']:.3f}" for split, m in mde.items()]
+    return "smallest detectable effect (80% power, alpha 0.05, worst case for a [0, 1] metric): " + ", ".join(parts)
 
 
 def parse_failures(pipeline, ctx) -> dict:
