@@ -172,6 +172,8 @@ class OptimasLoop:
                 val_before=sum(val_scores), val_after=sum(val_scores), accepted=False, runs_so_far=0.0,
                 n=len(self.val),
             )
+            if "held_out" in proposal.details:  # a weights proposal's r_k before/after on held-out search inputs
+                entry.details["held_out"] = proposal.details["held_out"]
             if proposal.value != config[name]:
                 candidate = config.replace(name, proposal.value)
                 with self.ctx.ledger.timed("validation"), phase(f"iteration {t + 1} · validation", lm=self.ctx.lm):
