@@ -43,6 +43,7 @@ from optimas_cli.flows.setup import (
 from optimas_cli.methods.base import MethodOutcome
 from optimas_cli.methods.single_llm import SingleLLM
 from optimas_cli.optim.prompt_pool import pool_drafts
+from optimas_cli.progress import phase
 from optimas_cli.stats import mde_summary, mean_ci, paired_ci
 from optimas_cli.system import Pipeline
 from optimas_cli.system.component import HEURISTIC_ROUTE, Component, ConfigKind, route_of
@@ -159,19 +160,19 @@ def scan(cfg: DictConfig, console: Console, root: Path = Path("outputs"), dry_ru
     OmegaConf.save(cfg, folder.file("config.yaml"), resolve=True)
     ctx = build_context(cfg, pipeline, folder)
     config, started = system.default_config(), time.perf_counter()
-    with ctx.ledger.timed(INITIAL):
+    with ctx.ledger.timed(INITIAL), phase(f"headroom · initial system on {len(val)} examples", lm=ctx.lm):
         trajs = system.run(val, config, ctx.replace(phase=INITIAL))
     initial = rewards(pipeline, trajs)
     results: dict[str, Any] = {"pipeline": pipeline.name, "metric": pipeline.metric.name, "split": "validation",
                                "n": len(val), "initial": _scored(initial)}
     if pipeline.single_llm is not None:
-        with ctx.ledger.timed(SINGLE):
+        with ctx.ledger.timed(SINGLE), phase("headroom · single LLM", lm=ctx.lm):
             single = SingleLLM("single_llm", build_budget(cfg)).evaluate(
                 pipeline, MethodOutcome(config=config), val, ctx.replace(phase=SINGLE), 1)["per_example"]
         results["single_llm"] = {**_scored(single), "vs_initial": _vs_initial(initial, single)}
     rows = []
     for i, change in enumerate(changes, 1):
-        with ctx.ledger.timed(CHANGES):
+        with ctx.ledger.timed(CHANGES), phase(f"headroom · {change.component} · {change.label}", lm=ctx.lm):
             changed = system.run_changed([change.component], trajs, config.replace(change.component, change.value),
                                          ctx.replace(phase=CHANGES))
         scores = rewards(pipeline, changed)
