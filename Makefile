@@ -37,6 +37,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check optimas_cli pipelines scripts tests
 
 bench: $(STAMP)
+	$(BIN)/python scripts/bench_phases.py
 	$(BIN)/python scripts/bench_lm.py
 
 # The small-budget Table 2 (+ LLMSelector on PubMedQA) and Table 4 on the embedded LM, then the report.

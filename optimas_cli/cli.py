@@ -29,6 +29,8 @@ optimas — optimize compound AI systems with globally aligned local reward func
 usage:
   optimas run [-m] [key=value ...]    optimize a pipeline and evaluate it (-m: a sweep over comma lists)
   optimas plan [key=value ...]        what `optimas run` with the same overrides will spend (no LM call)
+  optimas headroom [key=value ...]    score the initial system, the single LLM and every single change on
+                                      validation, with CIs: where there is room (--dry-run: the plan only)
   optimas collect [key=value ...]     collect preference pairs for every component (resumable)
   optimas train-lrf [key=value ...]   train the local reward functions and report their alignment
   optimas eval [key=value ...]        score a configuration (config_file=<run>/best_config.json) on the test
@@ -233,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         return show_main(rest)
     if command == "plan":
         return plan_command(rest)
+    if command == "headroom":
+        from optimas_cli.flows.headroom import headroom_main
+
+        return headroom_main(rest)
     if command not in HYDRA_TASKS:
         return fail(UserError(f"unknown command {command!r}", "run `optimas --help` to see the commands"))
     try:

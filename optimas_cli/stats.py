@@ -6,12 +6,16 @@ validation and test); when several runs (seeds) of one experiment exist, runs ar
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
 N_BOOT = 2000
+# The largest per-example sd of a gain between two uncorrelated systems whose scores lie in [0, 1].
+WORST_CASE_SD = math.sqrt(0.5)
 
 
 @dataclass(frozen=True)
@@ -84,3 +88,25 @@ def detectable_effect(scores: Sequence[float], alpha: float, n_boot: int = N_BOO
     arr = _array(scores, "detectable_effect")
     means = _boot_means(arr, n_boot, np.random.default_rng(seed))
     return float(arr.mean() - np.quantile(means, alpha))
+
+
+def minimum_detectable_effect(n: int, sd: float = WORST_CASE_SD, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest true mean gain a two-sided test at level `alpha` finds with probability `power` on n
+    paired examples whose per-example gains have standard deviation `sd`: (z_{1-alpha/2} + z_power) sd / sqrt(n).
+    The default sd is the worst case of two uncorrelated systems scored in [0, 1] (each sd at most 0.5),
+    which is the textbook two-proportion size at p = 0.5; a measured sd of paired gains replaces it."""
+    if n < 1:
+        raise ValueError(f"minimum_detectable_effect: need at least one example, got n={n}")
+    z = NormalDist()
+    return (z.inv_cdf(1 - alpha / 2) + z.inv_cdf(power)) * sd / math.sqrt(n)
+
+
+def mde_summary(n: int, paired_gains: Sequence[float] | None = None, alpha: float = 0.05, power: float = 0.8) -> dict:
+    """What results.json records for a split: its size, the worst-case MDE and, given the per-example
+    gains of a paired comparison, the MDE at their measured spread."""
+    out = {"n": n, "alpha": alpha, "power": power, "worst_case_sd": WORST_CASE_SD,
+           "mde_worst_case": round(minimum_detectable_effect(n, WORST_CASE_SD, alpha, power), 4)}
+    if paired_gains is not None and len(paired_gains) > 1:
+        sd = float(np.std(np.asarray(paired_gains, dtype=float), ddof=1))
+        out.update(measured_sd=round(sd, 4), mde_measured=round(minimum_detectable_effect(n, sd, alpha, power), 4))
+    return out

@@ -103,6 +103,8 @@ def test_a_grpo_adapter_passes_the_gate_and_the_test_runs_it(tiny_model, tiny_lm
     adapter = Path(entry.proposal)
     assert json.loads((adapter / "optimas_adapter.json").read_text())["algorithm"] == "GRPO"
     assert entry.local_score > entry.baseline_local_score == 0.0  # r_k rose on the search sample
+    held = entry.details["held_out"]  # the last of the 4 search inputs: GRPO trained on the other 3
+    assert held["n"] == 1 and held["r_k_before"] == 0.0 and "r_k_after" in held
     assert entry.val_before == 0.0 and entry.val_candidate > 0.0 and entry.accepted
     assert config["session_analyzer"] == str(adapter)
     assert json.loads((tmp_path / "run" / "best_config.json").read_text())["session_analyzer"] == str(adapter)

@@ -126,3 +126,32 @@ def test_grpo_generates_with_the_budget_the_component_is_deployed_with(tiny_mode
 
     capped = weights.completion_budget(component, ctx, WeightsSettings(max_completion_length=8))
     assert capped == 8  # an explicit cap still wins (and is warned about: r_k then scores prefixes)
+
+
+def test_split_held_out_keeps_at_least_one_input_to_train_on():
+    rows = [{"i": i} for i in range(8)]
+    assert weights.split_held_out(rows, 0.25) == (rows[:6], rows[6:])
+    assert weights.split_held_out(rows[:3], 0.25) == (rows[:3], [])  # a quarter of 3 is no whole input
+    assert weights.split_held_out(rows[:1], 0.9) == (rows[:1], [])
+
+
+def test_grpo_never_trains_on_the_held_out_inputs_and_records_r_k_on_them(tiny_model, tiny_lm, tmp_path, monkeypatch):
+    component, lrf = Reviewer(tiny_model), LetterReward()
+    ctx = RunContext(ledger=RunLedger(1), lm=tiny_lm, phase="local_optimization", seed=3)
+    trained_on = []
+    real = weights.train_adapter
+
+    def spy(component, parent, search_inputs, *args):
+        trained_on.extend(search_inputs)
+        return real(component, parent, search_inputs, *args)
+
+    monkeypatch.setattr(weights, "train_adapter", spy)
+    cfg = {**SETTINGS, "work_dir": str(tmp_path / "adapters"), "held_out_fraction": 0.34}
+    proposal = weights.propose(component, None, SEARCH, lrf, ctx, cfg)
+    assert trained_on == SEARCH[:2]
+    held = proposal.details["held_out"]
+    before = LetterReward().score("reviewer", SEARCH[2:], component.forward(SEARCH[2:], None, ctx))
+    after = LetterReward().score("reviewer", SEARCH[2:], component.forward(SEARCH[2:], proposal.value, ctx))
+    assert held["n"] == 1 and held["r_k_before"] == before[0] and held["r_k_after"] == after[0]
+    assert held["gain"] == pytest.approx(after[0] - before[0])
+    assert proposal.details["seconds_per_step"] > 0

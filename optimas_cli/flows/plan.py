@@ -93,7 +93,7 @@ def _collection(system, config, n: int, collect: Mapping, phase: PhaseCount, lm_
     return pairs
 
 
-def _rerun(system, name: str, n: float, config, phase: PhaseCount) -> None:
+def rerun_counts(system, name: str, n: float, config, phase: PhaseCount) -> None:
     """run_from(name): the component and everything downstream of it, on n inputs."""
     for other in (name, *system.downstream(name)):
         phase.run(system.components[other], n, system.components[other].values_per_input(config[other]))
@@ -162,14 +162,14 @@ def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, p
         comp, share = system.components[name], 1 / m
         _scaled(lambda p, c=comp: _optimizer(c, search, opt, p), share * iterations, loop_opt)
         validated = first if comp.kind is ConfigKind.CHOICE and comp.per_instance else iterations
-        _scaled(lambda p, n=name: _rerun(system, n, n_val, config, p), share * validated, val)
+        _scaled(lambda p, n=name: rerun_counts(system, n, n_val, config, p), share * validated, val)
         # an acceptance: the search sample follows the new configuration; Stage 2; routes re-measured
-        _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, sample)
+        _scaled(lambda p, n=name: rerun_counts(system, n, search, config, p), share * first, sample)
         if adapt:
             _scaled(lambda p: _collection(system, config, fresh, collect, p, lm_temperature), share * first, phases["adaptation"])
             if comp.kind is ConfigKind.CHOICE and comp.per_instance:  # adapted routes: validation and search
-                _scaled(lambda p, n=name: _rerun(system, n, n_val, config, p), share * first, val)
-                _scaled(lambda p, n=name: _rerun(system, n, search, config, p), share * first, sample)
+                _scaled(lambda p, n=name: rerun_counts(system, n, n_val, config, p), share * first, val)
+                _scaled(lambda p, n=name: rerun_counts(system, n, search, config, p), share * first, sample)
     accepted = first if optimizable else 0.0
     stage2 = int(train.get("stage2_steps", 10)) * (accepted if adapt else 0)
     return {"lrf_steps": lrf_steps, "stage2_steps": stage2, "pairs": pairs, "accepted_updates": accepted}
@@ -286,29 +286,10 @@ def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = 
     earlier = previous_run(pipeline.name, str(cfg.method.name), root)
     measured = earlier[1] if earlier else None
     price = price_per_token(lm)
-    rows: dict[str, dict] = {}
-    for phase, count in counts.items():
-        runs = sum(count.executions.values()) / len(system)
-        prompt = completion = 0.0
-        basis = set()
-        for name, calls in count.calls.items():
-            per = _per_call_tokens(measured, name)
-            basis.add("measured" if per else "estimate")
-            p, c = per or _estimated_tokens(system, name, lm)
-            prompt, completion = prompt + calls * p, completion + calls * c
-        calls = sum(count.calls.values())
-        seconds, time_basis = _seconds(phase, runs, calls, loop, measured, lm)
-        if not (runs or calls or seconds):
-            continue
-        rows[phase] = {
-            "runs": round(runs, 4), "calls": round(calls, 2), "tokens": round(prompt + completion),
-            "usd": None if price is None else round(prompt * price[0] + completion * price[1], 6),
-            "seconds": round(seconds, 1), "tokens_from": "/".join(sorted(basis)) or "-", "seconds_from": time_basis,
-        }
-    total = {k: round(sum(r[k] for r in rows.values()), 4) for k in ("runs", "calls", "tokens", "seconds")}
-    total["usd"] = None if price is None else round(sum(r["usd"] for r in rows.values()), 6)
+    rows = {phase: row for phase, count in counts.items()
+            if (row := phase_row(phase, count, system, lm, loop, measured, price)) is not None}
     return {
-        "phases": rows, "total": total, "model": lm.get("model"),
+        **totals(rows, price), "model": lm.get("model"),
         "price": None if price is None else {"input_per_token": price[0], "output_per_token": price[1],
                                              "source": price[2]},
         "measured_from": str(earlier[0]) if earlier else None,
@@ -316,6 +297,36 @@ def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = 
         "assumptions": ASSUMPTIONS if cfg.method.name in LOOP_METHODS else ASSUMPTIONS[:1],
         **{k: v for k, v in loop.items() if k in ("accepted_updates", "pairs", "not_planned")},
     }
+
+
+def phase_row(phase: str, count: PhaseCount, system, lm: Mapping, loop: dict, measured: dict | None,
+              price, timed_as: str | None = None) -> dict | None:
+    """One phase's runs, calls, tokens, dollars and seconds (None when it spends nothing); its seconds
+    per run are those an earlier run measured for phase `timed_as` (default: the same phase)."""
+    runs = sum(count.executions.values()) / len(system)
+    prompt = completion = 0.0
+    basis = set()
+    for name, calls in count.calls.items():
+        per = _per_call_tokens(measured, name)
+        basis.add("measured" if per else "estimate")
+        p, c = per or _estimated_tokens(system, name, lm)
+        prompt, completion = prompt + calls * p, completion + calls * c
+    calls = sum(count.calls.values())
+    seconds, time_basis = _seconds(timed_as or phase, runs, calls, loop, measured, lm)
+    if not (runs or calls or seconds):
+        return None
+    return {
+        "runs": round(runs, 4), "calls": round(calls, 2), "tokens": round(prompt + completion),
+        "usd": None if price is None else round(prompt * price[0] + completion * price[1], 6),
+        "seconds": round(seconds, 1), "tokens_from": "/".join(sorted(basis)) or "-", "seconds_from": time_basis,
+    }
+
+
+def totals(rows: dict[str, dict], price) -> dict:
+    """The phases and their sums, as a plan stores them."""
+    total = {k: round(sum(r[k] for r in rows.values()), 4) for k in ("runs", "calls", "tokens", "seconds")}
+    total["usd"] = None if price is None else round(sum(r["usd"] for r in rows.values()), 6)
+    return {"phases": rows, "total": total}
 
 
 def plan_run(cfg: DictConfig) -> str:

@@ -19,7 +19,7 @@ from optimas_cli.flows.setup import (
     seed_everything,
 )
 from optimas_cli.methods.base import Method, MethodOutcome
-from optimas_cli.stats import paired_ci
+from optimas_cli.stats import mde_summary, paired_ci
 from optimas_cli.system.caps import BudgetExhausted
 from optimas_cli.system.component import ConfigKind
 from optimas_cli.system.evaluate import evaluate
@@ -44,6 +44,9 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     models = component_models(pipeline, ctx.lm.model, method)
     log.info("%s", models_line(models))
     console.print(models_line(models), markup=False)
+    mde = {"validation": mde_summary(len(splits.val)), "test": mde_summary(len(splits.test))}
+    console.print(mde_line(mde))
+    log.info(mde_line(mde))
 
     try:
         with ctx.ledger.timed("optimize"):
@@ -71,6 +74,11 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
                                               int(cfg.repeats))
         results.update(before_and_after(pipeline, method, outcome, results["test"], splits.test, ectx,
                                         int(cfg.repeats)))
+        if "test_initial" in results:  # the same MDE at the measured spread of the paired gains
+            gains = [b - a for a, b in zip(results["test_initial"]["per_example"], results["test"]["per_example"],
+                                           strict=True)]
+            mde["test"] = mde_summary(len(splits.test), gains)
+    results["mde"] = mde
     results.update({
         "ledger": ledger_summary(ctx, cfg),
         "plan": plan,
@@ -103,6 +111,12 @@ def before_and_after(pipeline, method, outcome, test: dict, examples, ctx, repea
     gain = paired_ci(initial["per_example"], test["per_example"])
     return {"test_initial": initial,
             "test_gain": {"delta": gain.estimate, "ci_low": gain.low, "ci_high": gain.high, "level": 0.95}}
+
+
+def mde_line(mde: dict) -> str:
+    """The smallest mean gain each split can detect (80% power, two-sided alpha 0.05), worst case in [0, 1]."""
+    parts = [f"{split} n={m['n']}: {m['mde_worst_case']:.3f}" for split, m in mde.items()]
+    return "smallest detectable effect (80% power, alpha 0.05, worst case for a [0, 1] metric): " + ", ".join(parts)
 
 
 def parse_failures(pipeline, ctx) -> dict:

@@ -182,6 +182,8 @@ class OptimasLoop:
                 val_before=sum(val_scores), val_after=sum(val_scores), accepted=False, runs_so_far=0.0,
                 n=len(self.val),
             )
+            if "held_out" in proposal.details:  # a weights proposal's r_k before/after on held-out search inputs
+                entry.details["held_out"] = proposal.details["held_out"]
             if proposal.value != config[name]:
                 candidate = config.replace(name, proposal.value)
                 # the validation pass: this component and what follows it, on every validation input

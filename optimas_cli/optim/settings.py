@@ -40,6 +40,8 @@ class WeightsSettings:
     lora_dropout: float = 0.0
     bf16: bool | None = None             # None: on a CUDA GPU that supports it
     score_on_search: bool = True         # score new and current adapters by mean r_k, like the other optimizers
+    held_out_fraction: float = 0.25      # the last share of the search inputs GRPO does not train on: r_k
+                                         # before/after there says whether the adapter learned (history details)
     seed: int | None = None
 
 

@@ -199,6 +199,24 @@ def train_adapter(
             "completion_cut_share": [e.get("completions/clipped_ratio") for e in steps]}
 
 
+def split_held_out(inputs: Sequence[dict], fraction: float) -> tuple[list[dict], list[dict]]:
+    """(inputs GRPO trains on, the last `fraction` of them held out to score r_k before and after);
+    nothing is held out when that would leave no input to train on."""
+    n_held = int(len(inputs) * fraction)
+    if n_held < 1 or n_held >= len(inputs):
+        return list(inputs), []
+    return list(inputs[:-n_held]), list(inputs[-n_held:])
+
+
+def held_out_gain(before: Sequence[float], after: Sequence[float]) -> dict:
+    """Mean r_k of the current and the trained adapter on the held-out inputs, and the paired gain's 95% CI."""
+    from optimas_cli.stats import paired_ci
+
+    gain = paired_ci(before, after)
+    return {"n": len(before), "r_k_before": float(np.mean(before)), "r_k_after": float(np.mean(after)),
+            "gain": gain.estimate, "ci_low": gain.low, "ci_high": gain.high}
+
+
 def propose(
     component: Component,
     current_value: str | None,
@@ -225,14 +243,19 @@ def propose(
     out_dir = Path(tempfile.mkdtemp(prefix=f"{component.name}-", dir=work_dir))
     seed = int(make_rng(rng, cfg, ctx).integers(1 << 31))
     budget = completion_budget(component, ctx, cfg)
+    trained_on, held_out = split_held_out(search_inputs, cfg.held_out_fraction)
     with ctx.ledger.computing("grpo_training"):
-        details = train_adapter(component, current_value, search_inputs, lrf, base, out_dir, cfg, seed, budget)
+        details = train_adapter(component, current_value, trained_on, lrf, base, out_dir, cfg, seed, budget)
+    details["seconds_per_step"] = round(details["train_seconds"] / max(1, details["steps"]), 3)
     ctx.ledger.record(component.name, details["generations"], ctx.phase, charged=False)
     details.update({"algorithm": "GRPO", "base_model": base, "parent_adapter": current_value, "adapter": str(out_dir)})
     (out_dir / "optimas_adapter.json").write_text(json.dumps(details, indent=2))
 
     local_score = baseline_score = None
     if cfg.score_on_search:
-        baseline_score = score_value(component, current_value, search_inputs, lrf, ctx)[0]
-        local_score = score_value(component, str(out_dir), search_inputs, lrf, ctx)[0]
+        baseline_score, _, before = score_value(component, current_value, search_inputs, lrf, ctx)
+        local_score, _, after = score_value(component, str(out_dir), search_inputs, lrf, ctx)
+        if held_out:  # r_k on inputs GRPO never saw: whether the adapter learned, not memorized
+            n = len(trained_on)
+            details["held_out"] = held_out_gain(before[n:], after[n:])
     return Proposal(value=str(out_dir), local_score=local_score, baseline_score=baseline_score, details=details)

@@ -24,6 +24,7 @@ class Budget:
     num_steps: int           # optimizer steps per local optimization
     fresh_size: int          # Stage 2: fresh training inputs collected after each accepted update
     iterations: int          # Algorithm 1's T (also the baselines' rounds / trials / steps)
+    weights: Any = None      # GRPO sizes for every loop method on this budget (conf/optimizer/default.yaml reads them)
     # Hard caps (null: none); their one home is system/caps.py (BudgetCaps), which checks them.
     max_usd: Any = None
     max_runs: Any = None
