@@ -5,6 +5,7 @@ Only the provider's batching worker thread calls `generate`, so switching adapte
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -102,6 +103,10 @@ class LocalModel:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(self.folder, dtype=DTYPES[dtype]).to(self.device).eval()
         self.chat_template = bool(self.tokenizer.chat_template)
+        # A fast tokenizer keeps its padding setting in shared state that every call rewrites: the provider
+        # counts prompt tokens on the client's threads while the batcher encodes a padded batch, and an
+        # unguarded count in between left a batch unpadded ("Unable to create tensor").
+        self._tokenizer_lock = threading.Lock()
         self.eos_ids = self._eos_ids()
         self.max_positions = getattr(self.model.config, "max_position_embeddings", None) or 4096
         self.max_adapters = max_adapters
@@ -121,13 +126,15 @@ class LocalModel:
 
     def prompt_tokens(self, prompt: str) -> int:
         """The tokens `prompt` takes in a batch (as `tokenize` encodes it), without padding."""
-        return len(self.tokenizer(prompt, add_special_tokens=not self.chat_template)["input_ids"])
+        with self._tokenizer_lock:
+            return len(self.tokenizer(prompt, add_special_tokens=not self.chat_template)["input_ids"])
 
     def tokenize(self, prompts: list[str], max_new_tokens: int) -> dict:
         # A chat template already writes its special tokens; a plain prompt needs the tokenizer's BOS.
-        encoded = self.tokenizer(
-            prompts, return_tensors="pt", padding=True, add_special_tokens=not self.chat_template
-        )
+        with self._tokenizer_lock:
+            encoded = self.tokenizer(
+                prompts, return_tensors="pt", padding=True, add_special_tokens=not self.chat_template
+            )
         budget = self.max_positions - max_new_tokens
         if encoded["input_ids"].shape[1] > budget:
             # Keep the end of the prompt (the question and the generation prompt) when it is too long.
