@@ -8,6 +8,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from optimas_cli.report.variants import flatten
 from optimas_cli.stats import mean_ci
 
 # The files a run folder holds that a tracker keeps as artifacts, when the run wrote them.
@@ -64,13 +65,6 @@ def _saved_config(folder: Path) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
 
 
-def flatten(data, prefix: str = "") -> dict[str, object]:
-    if isinstance(data, dict):
-        out: dict[str, object] = {}
-        for key, value in data.items():
-            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: data}
 
 
 def scores(results: dict) -> dict[str, float]:
