@@ -80,3 +80,29 @@ def test_the_matched_experiment_runs_each_pipelines_optimas_before_its_other_met
     for pipeline in {j["pipeline"] for j in jobs}:
         methods = [j["method"] for j in jobs if j["pipeline"] == pipeline]
         assert methods[0] == "optimas" and {"dspy", "textgrad", "hbc"} <= set(methods)
+
+
+def test_a_matched_loop_baseline_spends_up_to_the_cap_not_its_iterations(tmp_path):
+    """budget.iterations=2 alone stops global_reward after 2 iterations; matched, the cap ends the loop, and
+    that is the run's planned end (no `stopped`), as DSPy's trials and TextGrad's steps are sized from it."""
+    from optimas_cli.methods.global_reward import GlobalReward
+    from optimas_cli.system import RunContext
+    from optimas_cli.system.caps import BudgetCaps
+    from optimas_cli.system.ledger import RunLedger
+    from pipelines.toys import retriever
+    from tests.test_methods_toys import smoke_budget
+
+    def optimized(budget, cap, folder):
+        pipeline = retriever.build()
+        ctx = RunContext(ledger=RunLedger(len(pipeline.system)))
+        ctx.caps = BudgetCaps(max_runs=cap, spent=lambda: {"max_runs": ctx.ledger.equivalent_runs()})
+        outcome = GlobalReward(budget=budget, seed=0).optimize(pipeline, pipeline.splits, ctx, RunFolder(folder))
+        return outcome, ctx
+
+    plain, plain_ctx = optimized(smoke_budget(iterations=2), 60.0, tmp_path / "plain")
+    matched_, ctx = optimized(smoke_budget(iterations=2, max_runs_from="optimas"), 60.0, tmp_path / "matched")
+    assert len(plain.history) == 2
+    assert len(matched_.history) > 2 and ctx.caps.stopped is None
+    # over the cap by at most one unit whose cost is not known ahead: an iteration's local scoring runs
+    one_scoring = plain_ctx.ledger.equivalent_runs("local_optimization") / 2
+    assert plain_ctx.ledger.equivalent_runs() < ctx.ledger.equivalent_runs() <= 60.0 + one_scoring

@@ -6,6 +6,7 @@ total, history, random state) so a killed run resumes at the next iteration with
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -42,6 +43,9 @@ class LoopSettings:
     seed: int = 0
     gate: str = "strict"  # ValidationGate rule: strict (the paper) | paired
     gate_alpha: float = 0.1
+    # A matched-cost run (budget.max_runs_from): the run cap, not `iterations`, ends the loop, so the
+    # baseline spends what the reference spent (as DSPy's trials and TextGrad's steps are sized from it).
+    until_cap: bool = False
 
     @classmethod
     def from_budget(cls, budget: Budget, scheduler: str, optimizer: dict | None, seed: int,
@@ -68,7 +72,8 @@ class LoopSettings:
         opt["weights"] = typed(WeightsSettings, opt["weights"], "optimizer.weights")
         ValidationGate(gate, gate_alpha)  # a bad rule or level fails here, before anything is spent
         return cls(iterations=budget.iterations, search_size=budget.search_size, scheduler=scheduler,
-                   optimizer=opt, seed=seed, gate=gate, gate_alpha=float(gate_alpha))
+                   optimizer=opt, seed=seed, gate=gate, gate_alpha=float(gate_alpha),
+                   until_cap=bool(budget.max_runs_from))
 
 
 class OptimasLoop:
@@ -166,9 +171,15 @@ class OptimasLoop:
         if start == 0:
             self._checkpoint(0, config, history, rng)
 
-        for t in range(start, self.settings.iterations):
+        until_cap = self._until_cap()
+        idle = 0  # iterations in a row that spent no system run: a stretched loop stops after `iterations`
+        for t in itertools.count(start) if until_cap else range(start, self.settings.iterations):
             if cap_reached(self.ctx):  # a safe point: everything up to here is checkpointed
                 break
+            if idle >= self.settings.iterations:
+                log.info("matched cost: %d iterations in a row spent nothing; the loop ends under its cap", idle)
+                break
+            spent_before = self.ctx.ledger.equivalent_runs()
             name = self.scheduler.pick(t, history, rng, self.schedulable() if self.schedulable else None)
             component = self.system.components[name]
             search_inputs = [tr.steps[name]["inputs"] for tr in search if not tr.steps[name]["skipped"]]
@@ -215,13 +226,21 @@ class OptimasLoop:
             else:
                 entry.note = "the local optimizer kept the current value"
             entry.runs_so_far = round(self.ctx.ledger.equivalent_runs(), 2)
+            idle = idle + 1 if self.ctx.ledger.equivalent_runs() == spent_before else 0
             history.append(entry)
             self._checkpoint(t + 1, config, history, rng)
             if self.on_iteration is not None:
                 self.on_iteration(entry)
             log.info("iteration %d: %s %s (val %.4f -> %.4f)", t + 1, name,
                      "accepted" if entry.accepted else "rejected", entry.val_before, entry.val_after)
+        if until_cap and self.ctx.caps.stopped is not None and self.ctx.caps.stopped.cap == "max_runs":
+            log.info("matched cost: %s; the loop ends there, as planned", self.ctx.caps.stopped)
+            self.ctx.caps.stopped = None  # the run's planned end, not a stop to resume from
         return config, history
+
+    def _until_cap(self) -> bool:
+        caps = self.ctx.caps
+        return self.settings.until_cap and caps is not None and caps.max_runs is not None
 
     def _observe(self, search: list[Trajectory], config: SystemConfig) -> None:
         if hasattr(self.lrf, "observe"):
