@@ -5,18 +5,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def optimas(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run(
-        [sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+from tests.cli_runner import optimas
 
 
 @pytest.mark.parametrize(

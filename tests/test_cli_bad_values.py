@@ -3,23 +3,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.cli_runner import optimas
 
 TOY = ["pipeline=toy_retriever", "method=unoptimized"]
-
-
-def optimas(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The CLI of this checkout (PYTHONPATH: an installed optimas_cli elsewhere must not answer)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 def assert_refused(proc, run_dir, expected: str) -> None:

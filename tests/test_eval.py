@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,15 +11,7 @@ import pytest
 from optimas_cli.report.cli import write_report
 from optimas_cli.report.runs import load_runs
 from pipelines.toys.hint import rows as toy_hint_rows
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def optimas(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), pythonpath) if p)}
-    return subprocess.run([sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+from tests.cli_runner import optimas
 
 
 def only_folder(root: Path) -> Path:

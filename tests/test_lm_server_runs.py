@@ -4,16 +4,14 @@ command and the resumed run counts the calls made before the loss, and SIGTERM e
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from tests.cli_runner import CLI, cli_env
 from tests.fault_server import FaultServer
 
-ROOT = Path(__file__).resolve().parent.parent
 TOKENS_PER_CALL = 8  # the fault server's usage: 7 prompt + 1 completion tokens
 # PubMedQA's smoke run, unoptimized: 2 LM components x (4 validation + 4 test x 3 repeats) questions
 CALLS = 2 * (4 + 4 * 3)
@@ -26,9 +24,7 @@ def run_args(api_base: str, folder: Path, *extra: str) -> list[str]:
 
 
 def optimas(args: list[str], cwd: Path, cache: Path) -> subprocess.Popen:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPTIMAS_CACHE_DIR": str(cache),
-           "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env, text=True,
+    return subprocess.Popen([*CLI, *args], cwd=cwd, env=cli_env(OPTIMAS_CACHE_DIR=str(cache)), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 

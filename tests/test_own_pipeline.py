@@ -6,19 +6,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli_runner import optimas
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def optimas(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture

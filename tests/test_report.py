@@ -8,10 +8,7 @@ from __future__ import annotations
 import copy
 import csv
 import json
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,13 +17,7 @@ from optimas_cli.cli import main as cli_main
 from optimas_cli.report.runs import Run
 from optimas_cli.report.variants import labels
 from optimas_cli.system.traces import PREDICTIONS, TraceSink, read_predictions
-
-
-def optimas(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}  # this checkout's optimas_cli
-    return subprocess.run([sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+from tests.cli_runner import optimas
 
 
 def fake_optimas(base: dict, *, seed: int, mean: float, fresh_size: int | None = None, pipeline: str | None = None,

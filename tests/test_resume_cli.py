@@ -3,23 +3,11 @@ is continued; anything else is one clear line, exit 2, and the folder is left ex
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from optimas_cli.cli import main
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def optimas(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The CLI of this checkout (PYTHONPATH: an installed copy elsewhere must not answer instead)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+from tests.cli_runner import optimas
 
 
 def snapshot(folder):

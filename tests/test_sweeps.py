@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,8 +11,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from optimas_cli.conf import CONF_DIR, options
+from tests.cli_runner import optimas
 
-ROOT = Path(__file__).resolve().parent.parent
 PIPELINES = ["hotpotqa", "pubmedqa", "stark_prime", "bigcodebench", "amazon"]
 TABLE2_METHODS = ["unoptimized", "single_llm", "dspy", "textgrad", "hbc", "optimas"]
 
@@ -96,12 +92,6 @@ def test_ablation_sweeps_cover_the_papers_values(name, key, values):
         assert cfg.task == "train-lrf"  # alignment, measured by train-lrf runs
     else:
         assert all(j["method"] == "optimas" for j in jobs)
-
-
-def optimas(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=420)
 
 
 TOY_SCORES = {"toy_hint": 0.42, "toy_retriever": 0.2625}

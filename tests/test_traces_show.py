@@ -16,6 +16,7 @@ from optimas_cli.cli import main as cli_main
 from optimas_cli.lrf.model import LocalRewardModel
 from optimas_cli.system import Component, CompoundSystem, RunContext, RunLedger
 from optimas_cli.system.traces import PREDICTIONS, TraceSink, read_predictions
+from tests.cli_runner import optimas
 from tests.test_lrf_tiny_backbone import build_tiny_bert
 from tests.test_methods_toys import smoke_budget
 
@@ -23,12 +24,7 @@ from tests.test_methods_toys import smoke_budget
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("show")
-    # PYTHONPATH: the subprocess imports this checkout's optimas_cli, not whichever one the venv installed
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    proc = subprocess.run([sys.executable, "-m", "optimas_cli.cli", "run", "pipeline=toy_retriever",
-                           "method=unoptimized", f"hydra.run.dir={root / 'run'}"],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    proc = optimas("run", "pipeline=toy_retriever", "method=unoptimized", f"hydra.run.dir={root / 'run'}", cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root / "run"
 

@@ -6,26 +6,18 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from optimas_cli.errors import UserError
 from optimas_cli.tracking.record import RunRecord, flatten
+from tests.cli_runner import optimas
 
 ROOT = Path(__file__).resolve().parent.parent
 GATES = ROOT / "docs" / "results" / "hotpotqa-gates"
-
-
-def optimas(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "optimas_cli.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture

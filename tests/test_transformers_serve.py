@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_runner import CLI, cli_env
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OPTIMAS_DATA_DIR") or ROOT.parent / "shared" / "data")
@@ -19,10 +20,9 @@ pytestmark = pytest.mark.skipif(not (DATA / "pubmedqa").exists(), reason="needs 
 def test_pubmedqa_with_lm_vllm_calls_only_the_server(served_tiny_model, tmp_path):
     api_base, model = served_tiny_model
     folder = tmp_path / "run"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(ROOT),
-           "OPTIMAS_CACHE_DIR": str(tmp_path / "cache"), "OPTIMAS_DATA_DIR": str(DATA)}
+    env = cli_env(OPTIMAS_CACHE_DIR=str(tmp_path / "cache"), OPTIMAS_DATA_DIR=str(DATA))
     proc = subprocess.run(
-        [sys.executable, "-m", "optimas_cli.cli", "run", "pipeline=pubmedqa", "method=unoptimized", "budget=smoke",
+        [*CLI, "run", "pipeline=pubmedqa", "method=unoptimized", "budget=smoke",
          "lm=vllm", f"lm.api_base={api_base}", f"lm.model={model}", "pipeline.analyst_max_tokens=8",
          "pipeline.solver_max_tokens=4", "repeats=1", f"hydra.run.dir={folder}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
