@@ -49,12 +49,13 @@ class CoordinateAscent(Method):
         names = [n for n in system.order if system.components[n].kind in SEARCHED]
         skipped = {n: c.kind.value for n, c in system.components.items() if c.kind is ConfigKind.WEIGHTS}
         config, history, rng = system.default_config(), [], np.random.default_rng(self.seed)
-        extras = {"searched": names, "left_unchanged": skipped, "sweeps_done": 0, "evaluated": 0}
+        extras = {"searched": names, "left_unchanged": skipped, "sweeps_done": 0, "evaluated": 0, "converged": False}
 
-        def cost(name: str) -> float:  # executed runs of re-running `name` and what follows it on validation
-            return len(val) * (1 + len(system.downstream(name))) / len(system)
+        def cost(names, config) -> float:  # executed runs of running `names` on validation (a router runs
+            comps = [system.components[n] for n in names]  # each of its values on each input)
+            return len(val) * sum(c.values_per_input(config[c.name]) for c in comps) / len(system)
 
-        if cap_reached(ctx, {"max_runs": len(val)}):
+        if cap_reached(ctx, {"max_runs": cost(system.order, config)}):
             return MethodOutcome(config=config, extras={self.name: extras})
         with ctx.ledger.timed("validation"):
             trajs = system.run(val, config, vctx)
@@ -66,10 +67,10 @@ class CoordinateAscent(Method):
             for name in (names[i] for i in rng.permutation(len(names))):
                 component = system.components[name]
                 for value in self.candidates(component, config[name]):
-                    if cap_reached(ctx, {"max_runs": cost(name)}):
+                    candidate = config.replace(name, value)
+                    if cap_reached(ctx, {"max_runs": cost([name, *system.downstream(name)], candidate)}):
                         stopped = True
                         break
-                    candidate = config.replace(name, value)
                     with ctx.ledger.timed("validation"), ctx.ledger.provisional() as validation_pass:
                         cand_trajs = system.run_from(name, trajs, candidate, vctx)
                         cand_scores = rewards(view, cand_trajs)
