@@ -80,6 +80,33 @@ def test_steps(folder: Path) -> tuple[list[str], list[dict]]:
     return ids, steps
 
 
+def curve(pipe, results: dict, ids: list[str], steps: list[dict]) -> list[tuple[float, float]]:
+    """(executed runs, regret) after each judged proposal, the configuration rebuilt from the history.
+    Exact for every component but an `lrf` router, whose picks are the final run's (its reward model at
+    the end, after every Stage 2: an approximation for the earlier points of the Optimas family)."""
+    inst, rows = pipe.instance, {r["id"]: r for r in pipe.splits.test}
+    final = [{s.name: exact.named_value(st[s.name]["outputs"][s.field]) for s in inst.components} for st in steps]
+    optimum = exact.optimum_score(inst, pipe.splits.test)
+    config, points = dict(pipe.system.default_config()), []
+    for entry in results.get("history", []):
+        if entry["accepted"] and isinstance(entry["component"], str):
+            config[entry["component"]] = entry["proposal"]
+        scores = []
+        for i, picks in zip(ids, final, strict=True):
+            t = exact.type_index(inst, rows[i])
+            names = {s.name: picks[s.name] if exact.route_of(config[s.name]) == "lrf" else exact.name_of(s, config[s.name], t)
+                     for s in inst.components}
+            scores.append(exact.expected_reward(inst, names, t))
+        points.append((entry["runs_so_far"], optimum - statistics.fmean(scores)))
+    return points
+
+
+def regret_at(points: list[tuple[float, float]], runs: float, initial: float) -> float:
+    """The regret of the last configuration accepted by `runs` executed runs (the initial one before any)."""
+    got = [r for x, r in points if x <= runs]
+    return got[-1] if got else initial
+
+
 def measure(folder: Path) -> dict:
     results = json.loads((folder / "results.json").read_text())
     settings = results["pipeline_info"]["settings"]
@@ -94,6 +121,7 @@ def measure(folder: Path) -> dict:
                      if n not in ("test", "test_initial", "final_validation"))
     runs = optimization_runs(ledger)
     lrf = results.get("lrf") or {}
+    points = curve(pipe, results, ids, steps)
     changed = [n for n, v in results["best_config"].items() if v != pipe.system.default_config()[n]]
     return {
         "K": settings["components"], "seed": results["config"]["seed"], "method": results["method"],
@@ -106,6 +134,7 @@ def measure(folder: Path) -> dict:
         / runs if runs else None,
         "lrf_pairs": lrf.get("n_pairs"), "lrf_test_pairs": lrf.get("n_test_pairs"),
         "lrf_accuracy": lrf.get("mean_pairwise_accuracy"),
+        "curve": points,
     }
 
 
@@ -142,9 +171,14 @@ def write_report(runs: Path, out: Path, command: str) -> None:
     rows = [measure(f.parent) for f in sorted(runs.glob("K*-s*/*/results.json"))]
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "runs.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(handle, fieldnames=[c for c in rows[0] if c != "curve"], extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
+    with open(out / "curves.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["K", "seed", "method", "executed_runs", "regret"])
+        for r in rows:
+            writer.writerows([r["K"], r["seed"], r["method"], x, round(y, 6)] for x, y in r["curve"])
     for f in sorted(runs.glob("K*-s*/*/results.json")):  # the runs' small files
         dest = out / "runs" / f.parent.parent.name / f.parent.name
         dest.mkdir(parents=True, exist_ok=True)
@@ -168,6 +202,19 @@ def write_report(runs: Path, out: Path, command: str) -> None:
                          if got else "not run")
         seeds = len({r["seed"] for r in rows if r["K"] == k})
         lines.append(f"| {k} | {seeds} | " + " | ".join(cells) + " |")
+    lines += ["", "Regret by share of the run budget (the cap: Optimas' executed runs of the same K and seed), "
+              "mean over seeds, from each run's history (curves.csv; Optimas-family routers at their final picks):",
+              "", "| K | method | 10% | 25% | 50% | 100% |", "|---|---|---|---|---|---|"]
+    for k in ks:
+        for m in methods:
+            got = [r for r in rows if r["K"] == k and r["method"] == m]
+            if not got:
+                continue
+            caps = {r["seed"]: next((o["executed_runs"] for o in rows if o["K"] == k and o["seed"] == r["seed"]
+                                     and o["method"] == REFERENCE), r["executed_runs"]) for r in got}
+            cells = [statistics.fmean(regret_at(r["curve"], share * caps[r["seed"]], r["optimum"] - r["initial"])
+                                      for r in got) for share in (0.1, 0.25, 0.5, 1.0)]
+            lines.append(f"| {k} | {m} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
     lines += ["", "Initial regret (the unoptimized system) per K: " + ", ".join(
         f"K={k}: {statistics.fmean(r['optimum'] - r['initial'] for r in rows if r['K'] == k):.3f}" for k in ks), ""]
     lines += ["## Every run", "", "| K | seed | method | regret | reached | optimum | executed runs | cap | iterations"

@@ -13,10 +13,13 @@ from collections.abc import Mapping, Sequence
 
 from optimas_cli.system import route_of
 from pipelines.synthetic.components import instruction, named_value, strategy_of, type_of
+
+__all__ = ["expected_of_run", "expected_reward", "expected_rewards", "expected_score", "name_of", "named_value",
+           "optimal_config", "optimum_score", "per_type_best", "route_of", "type_index"]
 from pipelines.synthetic.spec import ComponentSpec, Instance
 
 
-def _name(spec: ComponentSpec, value, t: int) -> str:
+def name_of(spec: ComponentSpec, value, t: int) -> str:
     """The strategy or option a configuration value makes component `spec` use on input type t."""
     if spec.kind == "prompt":
         return strategy_of(value)
@@ -50,7 +53,7 @@ def expected_rewards(instance: Instance, config: Mapping, examples: Sequence[dic
     out = []
     for ex in examples:
         t = type_index(instance, ex)
-        out.append(expected_reward(instance, {s.name: _name(s, config[s.name], t) for s in instance.components}, t))
+        out.append(expected_reward(instance, {s.name: name_of(s, config[s.name], t) for s in instance.components}, t))
     return out
 
 
