@@ -55,7 +55,9 @@ def run_one(folder: Path, args: list[str]) -> float:
     print(" ".join(command[1:]), flush=True)
     start = time.perf_counter()
     with open(folder.parent / f"{folder.name}.log", "w") as log:
-        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT)
+        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
+    if done.returncode != 0 and not (folder / "results.json").exists():  # 3: stopped by its cap, results written
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): see {folder.parent / folder.name}.log")
     return time.perf_counter() - start
 
 
