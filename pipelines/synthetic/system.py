@@ -1,0 +1,52 @@
+"""`pipeline=synthetic`: the simulator as a Pipeline, with its optimum in `pipeline.info`."""
+from __future__ import annotations
+
+import numpy as np
+
+from optimas_cli.errors import UserError
+from optimas_cli.system import CompoundSystem, Metric, Pipeline, Splits
+from pipelines.synthetic import exact
+from pipelines.synthetic.components import SimulatedComponent, request_text, solid_share
+from pipelines.synthetic.spec import draw_instance
+
+
+def examples(instance, n: int, split: str, seed: int) -> list[dict]:
+    """n requests of uniformly drawn input types (seeded per split, so the splits are disjoint draws)."""
+    part = {"train": 1, "val": 2, "test": 3}[split]
+    rng = np.random.default_rng([seed, part])
+    rows = []
+    for i, t in enumerate(rng.integers(len(instance.types), size=n)):
+        rows.append({"id": f"{split}-{i:04d}", "request": request_text(part * 1000 + i, instance.types[int(t)])})
+    return rows
+
+
+MAX_SPLIT = 999  # request numbers are unique across splits (1000 per split)
+
+
+def build(data_dir=None, components: int = 10, shape: str = "chain", kinds: str = "mix", options: int = 4,
+          input_types: int = 3, noise: float = 0.5, coupling: float = 0.5, marks: int = 8, instance: int = 0,
+          train_size: int = 200, val_size: int = 100, test_size: int = 200, **_) -> Pipeline:
+    if max(train_size, val_size, test_size) > MAX_SPLIT:
+        raise UserError(f"pipeline split sizes {train_size}/{val_size}/{test_size}", f"use at most {MAX_SPLIT} per split")
+    inst = draw_instance(components, shape, kinds, options, input_types, noise, coupling, marks, instance)
+    comps = [SimulatedComponent(spec, inst, instance) for spec in inst.components]
+    fields = tuple(s.field for s in inst.components)
+    system = CompoundSystem(comps, inputs=("request",), outputs=fields)
+    # The reward of an example: the mean share of solid marks over every component's draft.
+    metric = Metric("solid_share", lambda ex, out: sum(solid_share(out[f]) for f in fields) / len(fields))
+    splits = Splits(examples(inst, train_size, "train", instance), examples(inst, val_size, "val", instance),
+                    examples(inst, test_size, "test", instance))
+    info = {
+        "settings": {"components": components, "shape": shape, "kinds": kinds, "options": options,
+                     "input_types": input_types, "noise": noise, "coupling": coupling, "marks": marks,
+                     "instance": instance},
+        "kinds": {s.name: s.kind for s in inst.components},
+        "optimal_config": exact.optimal_config(inst),
+        "per_type_best": exact.per_type_best(inst),
+        # Over each split's full rows; a budget that caps a split changes its mean: use exact.optimum_score.
+        "optimum_score": {k: exact.optimum_score(inst, rows) for k, rows in vars(splits).items()},
+        "initial_score": {k: exact.expected_score(inst, system.default_config(), rows) for k, rows in vars(splits).items()},
+    }
+    pipeline = Pipeline(name="synthetic", system=system, splits=splits, metric=metric, info=info)
+    pipeline.instance = inst  # for exact.expected_* (scripts/synthetic_benchmark.py, tests)
+    return pipeline
