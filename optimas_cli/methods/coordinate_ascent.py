@@ -51,11 +51,7 @@ class CoordinateAscent(Method):
         config, history, rng = system.default_config(), [], np.random.default_rng(self.seed)
         extras = {"searched": names, "left_unchanged": skipped, "sweeps_done": 0, "evaluated": 0, "converged": False}
 
-        def cost(names, config) -> float:  # executed runs of running `names` on validation (a router runs
-            comps = [system.components[n] for n in names]  # each of its values on each input)
-            return len(val) * sum(c.values_per_input(config[c.name]) for c in comps) / len(system)
-
-        if cap_reached(ctx, {"max_runs": cost(system.order, config)}):
+        if cap_reached(ctx, {"max_runs": system.rerun_cost(None, len(val), config)}):
             return MethodOutcome(config=config, extras={self.name: extras})
         with ctx.ledger.timed("validation"):
             trajs = system.run(val, config, vctx)
@@ -68,7 +64,7 @@ class CoordinateAscent(Method):
                 component = system.components[name]
                 for value in self.candidates(component, config[name]):
                     candidate = config.replace(name, value)
-                    if cap_reached(ctx, {"max_runs": cost([name, *system.downstream(name)], candidate)}):
+                    if cap_reached(ctx, {"max_runs": system.rerun_cost(name, len(val), candidate)}):
                         stopped = True
                         break
                     with ctx.ledger.timed("validation"), ctx.ledger.provisional() as validation_pass:

@@ -135,13 +135,6 @@ class OptimasLoop:
              "rng": rng.bit_generator.state, "carry": None if self.carry is None else self.carry.state()},
         )
 
-    def _rerun_cost(self, name: str | None, n: int, config: SystemConfig) -> float:
-        """Equivalent runs of run_from(name) on n inputs (None: the whole system), what a budget cap
-        is checked against before them; a router runs each of its values on each input."""
-        names = self.system.order if name is None else (name, *self.system.downstream(name))
-        comps = [self.system.components[c] for c in names]
-        return n * sum(c.values_per_input(config[c.name]) for c in comps) / len(self.system)
-
     def _validate(self, trajs: list[Trajectory]) -> list[float]:
         """Per-example validation rewards: the gate compares them example by example."""
         return rewards(self.pipeline, trajs)
@@ -150,7 +143,7 @@ class OptimasLoop:
     def run(self) -> tuple[SystemConfig, list[HistoryEntry]]:
         resumed = self.folder.file(STATE_FILE).exists()
         start, config, history, rng = self._load_or_start()
-        opening = self._rerun_cost(None, len(self.val) + min(self.settings.search_size, len(self.train)), config)
+        opening = self.system.rerun_cost(None, len(self.val) + min(self.settings.search_size, len(self.train)), config)
         if not resumed and cap_reached(self.ctx, {"max_runs": opening}):
             return config, history  # stopped before the opening validation: nothing of the loop to save
         vctx = self.ctx.replace(phase="validation", lrf=self.lrf)
@@ -198,7 +191,7 @@ class OptimasLoop:
             if proposal.value != config[name]:
                 candidate = config.replace(name, proposal.value)
                 # the validation pass: this component and what follows it, on every validation input
-                if cap_reached(self.ctx, {"max_runs": self._rerun_cost(name, len(self.val), candidate)}):
+                if cap_reached(self.ctx, {"max_runs": self.system.rerun_cost(name, len(self.val), candidate)}):
                     break  # before validating: the iteration is not checkpointed, a resume redoes it
                 with (self.ctx.ledger.timed("validation"), phase(f"iteration {t + 1} · validation", lm=self.ctx.lm),
                       self.ctx.ledger.provisional() as validation_pass):
@@ -210,7 +203,7 @@ class OptimasLoop:
                 if decision.accepted:
                     validation_pass.keep()  # the paper charges accepted updates' validation only
                     # Then the search sample re-runs from this component, and Stage 2 adapts: each a unit.
-                    if cap_reached(self.ctx, {"max_runs": self._rerun_cost(name, len(search), candidate)}):
+                    if cap_reached(self.ctx, {"max_runs": self.system.rerun_cost(name, len(search), candidate)}):
                         break
                     previous = config
                     config, val_trajs, val_scores = candidate, cand_trajs, cand_scores

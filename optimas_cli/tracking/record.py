@@ -65,8 +65,6 @@ def _saved_config(folder: Path) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
 
 
-
-
 def scores(results: dict) -> dict[str, float]:
     """Test and validation means with their 95% bootstrap CIs; the initial configuration and the paired gain."""
     out: dict[str, float] = {}
