@@ -2,12 +2,14 @@
 the same pipeline, seed and budget in the sweep spent optimizing (optimas_cli/flows/matched.py)."""
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
+from rich.console import Console
 
 from optimas_cli.errors import UserError
 from optimas_cli.flows.matched import matched_max_runs
@@ -96,12 +98,16 @@ def test_a_matched_loop_baseline_spends_up_to_the_cap_not_its_iterations(tmp_pat
         pipeline = retriever.build()
         ctx = RunContext(ledger=RunLedger(len(pipeline.system)))
         ctx.caps = BudgetCaps(max_runs=cap, spent=lambda: {"max_runs": ctx.ledger.equivalent_runs()})
-        outcome = GlobalReward(budget=budget, seed=0).optimize(pipeline, pipeline.splits, ctx, RunFolder(folder))
-        return outcome, ctx
+        console = Console(file=io.StringIO(), width=200)
+        method = GlobalReward(budget=budget, seed=0, console=console)
+        outcome = method.optimize(pipeline, pipeline.splits, ctx, RunFolder(folder))
+        return outcome, ctx, console.file.getvalue()
 
-    plain, plain_ctx = optimized(smoke_budget(iterations=2), 60.0, tmp_path / "plain")
-    matched_, ctx = optimized(smoke_budget(iterations=2, max_runs_from="optimas"), 60.0, tmp_path / "matched")
+    plain, plain_ctx, plain_printed = optimized(smoke_budget(iterations=2), 60.0, tmp_path / "plain")
+    matched_, ctx, printed = optimized(smoke_budget(iterations=2, max_runs_from="optimas"), 60.0, tmp_path / "matched")
     assert len(plain.history) == 2
+    # the terminal says what ends the loop: its iterations, or the matched cap
+    assert "2 iterations" in plain_printed and "until the matched cap of 60 executed runs" in printed
     assert len(matched_.history) > 2 and ctx.caps.stopped is None
     # over the cap by at most one unit whose cost is not known ahead: an iteration's local scoring runs
     one_scoring = plain_ctx.ledger.equivalent_runs("local_optimization") / 2

@@ -69,3 +69,12 @@ def test_every_local_optimizer_method_gets_the_same_prompt_proposer_and_optimize
     assert ours["prompt"]["proposer"] == "auto" and ours["prompt"]["lm"] == "openai/gpt-4o-mini"
     # every optimizer setting (GRPO's sizes included) is the same, so Table 2 compares the scoring only
     assert ours == settings("optimas")
+
+
+@pytest.mark.parametrize("budget", sorted(p.stem for p in (ROOT / "conf" / "budget").glob("*.yaml")))
+def test_every_budget_takes_every_cap(budget):
+    """A cap missing from one budget file makes `budget.<cap>=...` a Hydra error there (budget=cpu once
+    lacked max_runs_from, so its matched-cost runs could not be started as documented)."""
+    from optimas_cli.flows.matched import CAP_KEYS
+    cfg = composed(f"budget={budget}", *(f"budget.{key}=null" for key in CAP_KEYS))
+    assert all(OmegaConf.select(cfg, f"budget.{key}", default="missing") is None for key in CAP_KEYS)

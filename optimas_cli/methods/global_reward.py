@@ -78,7 +78,7 @@ class ScoredLoopBaseline(Method):
         names = self.components(view)
         loop = OptimasLoop(view, splits.train, splits.val, ctx, scorer, settings, folder, adapt=None,
                            on_iteration=self.print_iteration, schedulable=None if names is None else lambda: names)
-        self.console.print(f"[bold]Algorithm 1 ({self.label})[/] · {settings.iterations} iterations, "
+        self.console.print(f"[bold]Algorithm 1 ({self.label})[/] · {settings.length(ctx.caps)}, "
                            f"scheduler {self.scheduler}")
         config, history = loop.run()
         return MethodOutcome(config=config, lrf=None, history=history, extras={self.name: extras})

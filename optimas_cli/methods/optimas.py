@@ -78,7 +78,7 @@ class Optimas(Method):
         if unpaired:
             what = "skipped until Stage 2 finds some" if self.skip_unpaired else "their r_k is untrained"
             console.print(f"  no training pairs for {', '.join(unpaired)}: {what}")
-        console.print(f"[bold]Algorithm 1[/] · {settings.iterations} iterations, scheduler {self.scheduler}")
+        console.print(f"[bold]Algorithm 1[/] · {settings.length(ctx.caps)}, scheduler {self.scheduler}")
         config, history = loop.run()
         return MethodOutcome(config=config, lrf=lrf, history=history,
                              extras={"lrf": report, "adaptations": adapt.adaptations})

@@ -75,6 +75,16 @@ class LoopSettings:
                    optimizer=opt, seed=seed, gate=gate, gate_alpha=float(gate_alpha),
                    until_cap=bool(budget.max_runs_from))
 
+    def ends_at_cap(self, caps) -> bool:
+        """Whether the run cap, not `iterations`, ends the loop under the run's caps."""
+        return self.until_cap and caps is not None and caps.max_runs is not None
+
+    def length(self, caps) -> str:
+        """How long the loop runs under the run's caps, in the words the terminal prints at its start."""
+        if self.ends_at_cap(caps):
+            return f"iterations until the matched cap of {caps.max_runs:g} executed runs"
+        return f"{self.iterations} iterations"
+
 
 class OptimasLoop:
     """`lrf` scores a component's outputs: `lrf.score(name, inputs, outputs) -> list[float]` (a trained
@@ -164,7 +174,7 @@ class OptimasLoop:
         if start == 0:
             self._checkpoint(0, config, history, rng)
 
-        until_cap = self._until_cap()
+        until_cap = self.settings.ends_at_cap(self.ctx.caps)
         idle = 0  # iterations in a row that spent no system run: a stretched loop stops after `iterations`
         for t in itertools.count(start) if until_cap else range(start, self.settings.iterations):
             if cap_reached(self.ctx):  # a safe point: everything up to here is checkpointed
@@ -230,10 +240,6 @@ class OptimasLoop:
             log.info("matched cost: %s; the loop ends there, as planned", self.ctx.caps.stopped)
             self.ctx.caps.stopped = None  # the run's planned end, not a stop to resume from
         return config, history
-
-    def _until_cap(self) -> bool:
-        caps = self.ctx.caps
-        return self.settings.until_cap and caps is not None and caps.max_runs is not None
 
     def _observe(self, search: list[Trajectory], config: SystemConfig) -> None:
         if hasattr(self.lrf, "observe"):
