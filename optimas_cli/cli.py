@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
@@ -191,7 +192,8 @@ def plan_command(args: list[str]) -> int:
         quiet_libraries()
         from optimas_cli.flows.plan import plan_run
 
-        print(plan_run(cfg))
+        run_dir = next((a.partition("=")[2] for a in found.args if a.startswith("hydra.run.dir=")), None)
+        print(plan_run(cfg, Path(run_dir) if run_dir else None))
     except UserError as err:
         return fail(err)
     except Exception as exc:  # Hydra wraps what a pipeline's build raises: the same one line as `run`

@@ -29,7 +29,8 @@ def reference(sweep: Path, name: str, cfg, *, method: str = "optimas", seed: int
     config["seed"] = cfg.seed if seed is None else seed
     config["budget"].update(budget)
     ledger = {"runs": 80.0, "by_phase": {"final_validation": {"runs": 5.0}, "test": {"runs": 15.0},
-                                         "test_initial": {"runs": 10.0}, "validation": {"runs": 20.0}}}
+                                         "test_initial": {"runs": 10.0}, "validation": {"runs": 20.0},
+                                         "optimize": {"runs": 0.0, "seconds": 600.0}}}
     folder = sweep / name
     folder.mkdir(parents=True)
     (folder / "results.json").write_text(json.dumps({"pipeline": "toy_hint", "method": method, "config": config,
@@ -72,6 +73,29 @@ def test_the_run_context_gets_the_matched_cap(tmp_path):
     reference(tmp_path, "0-toy_hint-optimas", cfg)
     ctx = build_context(cfg, build_pipeline(cfg), RunFolder(tmp_path / "1-toy_hint-global_reward"))
     assert ctx.caps.limits() == {"max_runs": 50.0}
+
+
+def test_the_plan_of_a_matched_run_spends_the_cap_it_will_find(tmp_path, monkeypatch):
+    """`optimas plan` names the cap the run will take (the reference's 50 optimization runs, timed as the
+    reference's optimization) instead of planning `iterations`, or says how to let it look the cap up."""
+    from optimas_cli.flows.plan import MATCHED_PHASE, make_plan, render
+    from optimas_cli.flows.setup import budget_splits, build_budget
+
+    monkeypatch.chdir(tmp_path)
+    cfg = composed("pipeline=toy_hint", "method=optimas_no_adapt", "budget.max_runs_from=optimas")
+    pipeline = build_pipeline(cfg)
+    splits = budget_splits(pipeline, build_budget(cfg))
+    unknown = make_plan(cfg, pipeline, splits)
+    assert MATCHED_PHASE not in unknown["phases"] and "give hydra.run.dir" in unknown["not_planned"]
+    assert "accepted_updates" not in unknown and not unknown["phases"].get("validation")  # no iterations planned
+    missing = make_plan(cfg, pipeline, splits, run_dir=tmp_path / "1-toy_hint-optimas_no_adapt")
+    assert "no cap yet" in missing["not_planned"] and "no finished optimas run" in missing["not_planned"]
+    reference(tmp_path, "0-toy_hint-optimas", cfg)
+    plan = make_plan(cfg, pipeline, splits, run_dir=tmp_path / "1-toy_hint-optimas_no_adapt")
+    row = plan["phases"][MATCHED_PHASE]
+    assert (row["runs"], row["seconds"]) == (50.0, 600.0)
+    assert plan["total"]["runs"] == 50.0 + sum(r["runs"] for p, r in plan["phases"].items() if p != MATCHED_PHASE)
+    assert "50 executed runs" in render(plan, "t")
 
 
 def test_the_matched_experiment_runs_each_pipelines_optimas_before_its_other_methods():

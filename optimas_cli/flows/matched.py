@@ -23,10 +23,17 @@ log = logging.getLogger("optimas")
 CAP_KEYS = ("max_usd", "max_runs", "max_wall", "max_runs_from")
 
 
-def matched_max_runs(cfg: DictConfig, pipeline: str, run_folder: Path) -> float | None:
-    """The run cap budget.max_runs_from gives this run; None when it is not set or names this run's method."""
+def matched_reference(cfg: DictConfig) -> str | None:
+    """The method whose spend caps this run (budget.max_runs_from), unless this run is that method."""
     reference = OmegaConf.select(cfg, "budget.max_runs_from")
-    if not reference or str(cfg.method.name) == str(reference):
+    return str(reference) if reference and str(cfg.method.name) != str(reference) else None
+
+
+def reference_run(cfg: DictConfig, pipeline: str, run_folder: Path) -> tuple[Path, dict] | None:
+    """The reference's finished run beside `run_folder` (folder, results.json); None when this run is not
+    matched. A missing or ambiguous reference, or a cap set twice, is one clear error."""
+    reference = matched_reference(cfg)
+    if reference is None:
         return None
     if OmegaConf.select(cfg, "budget.max_runs") is not None:
         raise UserError(f"budget.max_runs={cfg.budget.max_runs} and budget.max_runs_from={reference} both set the "
@@ -53,7 +60,16 @@ def matched_max_runs(cfg: DictConfig, pipeline: str, run_folder: Path) -> float 
     if len(found) > 1:
         raise UserError(f"budget.max_runs_from={reference}: {len(found)} {reference} runs {what} "
                         f"({', '.join(f.name for f, _ in found)})", "keep one reference run per pipeline and seed in a sweep")
-    folder, results = found[0]
+    return found[0]
+
+
+def matched_max_runs(cfg: DictConfig, pipeline: str, run_folder: Path) -> float | None:
+    """The run cap budget.max_runs_from gives this run; None when it is not set or names this run's method."""
+    found = reference_run(cfg, pipeline, run_folder)
+    if found is None:
+        return None
+    folder, results = found
+    reference = matched_reference(cfg)
     spent = optimization_runs(results.get("ledger") or {})
     if spent is None:
         raise UserError(f"budget.max_runs_from={reference}: {folder}/results.json has no executed run count",

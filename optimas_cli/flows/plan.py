@@ -24,8 +24,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from optimas_cli.errors import UserError
+from optimas_cli.flows.matched import matched_reference, reference_run
 from optimas_cli.flows.setup import build_budget
 from optimas_cli.lrf.judge import JUDGE_COMPONENT
+from optimas_cli.report.paper_tables import optimization_runs
 from optimas_cli.system import Pipeline, Splits
 from optimas_cli.system.component import Component, ConfigKind
 from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
@@ -192,7 +195,9 @@ def count_phases(pipeline: Pipeline, splits: Splits, cfg: DictConfig) -> tuple[d
     system, method = pipeline.system, str(cfg.method.name)
     phases = {p: PhaseCount() for p in PHASES}
     loop: dict = {}
-    if method in LOOP_METHODS:
+    if matched_reference(cfg):  # the cap, not the iterations, ends it: see matched_phase
+        pass
+    elif method in LOOP_METHODS:
         loop = _optimas(pipeline, splits, cfg, LOOP_METHODS[method], phases)
     elif method not in ("unoptimized", "single_llm"):
         loop = {"not_planned": f"the optimization phases of method {method!r} are not modelled; "
@@ -279,8 +284,10 @@ def _seconds(phase: str, runs: float, calls: float, loop: dict, measured: dict |
     return calls * per_call + steps * ESTIMATE["seconds_per_lrf_step"], "estimate"
 
 
-def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = Path(".")) -> dict:
-    """The plan as results.json stores it: per phase runs, calls, tokens, dollars and seconds."""
+def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = Path("."),
+              run_dir: Path | None = None) -> dict:
+    """The plan as results.json stores it: per phase runs, calls, tokens, dollars and seconds.
+    `run_dir`: the run's folder, where a matched-cost run finds its reference (flows/matched.py)."""
     system, lm = pipeline.system, OmegaConf.to_container(cfg.lm, resolve=True)
     counts, loop = count_phases(pipeline, splits, cfg)
     earlier = previous_run(pipeline.name, str(cfg.method.name), root)
@@ -288,13 +295,17 @@ def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = 
     price = price_per_token(lm)
     rows = {phase: row for phase, count in counts.items()
             if (row := phase_row(phase, count, system, lm, loop, measured, price)) is not None}
+    if matched_reference(cfg):
+        row, loop["not_planned"] = matched_phase(cfg, pipeline.name, run_dir, price)
+        if row is not None:
+            rows = {MATCHED_PHASE: row, **rows}
     return {
         **totals(rows, price), "model": lm.get("model"),
         "price": None if price is None else {"input_per_token": price[0], "output_per_token": price[1],
                                              "source": price[2]},
         "measured_from": str(earlier[0]) if earlier else None,
         "estimates": {} if earlier else dict(ESTIMATE),
-        "assumptions": ASSUMPTIONS if cfg.method.name in LOOP_METHODS else ASSUMPTIONS[:1],
+        "assumptions": ASSUMPTIONS if cfg.method.name in LOOP_METHODS and not matched_reference(cfg) else ASSUMPTIONS[:1],
         **{k: v for k, v in loop.items() if k in ("accepted_updates", "pairs", "not_planned")},
     }
 
@@ -329,8 +340,9 @@ def totals(rows: dict[str, dict], price) -> dict:
     return {"phases": rows, "total": total}
 
 
-def plan_run(cfg: DictConfig) -> str:
-    """`optimas plan`: build the pipeline and its splits as `optimas run` would, and render the plan."""
+def plan_run(cfg: DictConfig, run_dir: Path | None = None) -> str:
+    """`optimas plan`: build the pipeline and its splits as `optimas run` would, and render the plan
+    (`run_dir`: the run folder the user named with hydra.run.dir, if any)."""
     from optimas_cli.flows.setup import budget_splits, build_method, build_pipeline
 
     pipeline = build_pipeline(cfg)
@@ -338,7 +350,35 @@ def plan_run(cfg: DictConfig) -> str:
     build_method(cfg, build_budget(cfg))  # the method's own checks of its settings, as `optimas run` makes them
     title = (f"plan: {pipeline.name} · method {cfg.method.name} · budget {cfg.budget.name} · "
              f"splits {splits.sizes()} · repeats {cfg.repeats}")
-    return render(make_plan(cfg, pipeline, splits), title)
+    return render(make_plan(cfg, pipeline, splits, run_dir=run_dir), title)
+
+
+# -- matched cost: the optimization spends the reference's runs --------------------------------------
+MATCHED_PHASE = "optimize_to_cap"
+
+
+def matched_phase(cfg: DictConfig, pipeline: str, run_dir: Path | None, price) -> tuple[dict | None, str]:
+    """A matched-cost run optimizes until its cap: the reference's executed optimization runs, found
+    as the run will find them (flows/matched.py), at the reference's seconds; with the line that says so.
+    Its LM calls and tokens are not modelled (they depend on what the method does with those runs)."""
+    reference = matched_reference(cfg)
+    what = f"matched cost: the optimization runs until the cap budget.max_runs_from={reference} sets"
+    if run_dir is None:
+        return None, (f"{what}, what the {reference} run in the run folder's parent spent optimizing (give "
+                      "hydra.run.dir=<parent>/<name> to look it up); only the final validation and test are planned")
+    try:
+        _, results = reference_run(cfg, pipeline, Path(run_dir))
+    except UserError as err:
+        return None, f"{what}; no cap yet: {err}"
+    cap = optimization_runs(results.get("ledger") or {})
+    if cap is None:
+        return None, f"{what}; the reference run predates the executed-run count, so the run will refuse it"
+    optimize = ((results.get("ledger") or {}).get("by_phase") or {}).get("optimize") or {}  # its whole optimization
+    seconds = float(optimize.get("seconds", 0.0))
+    row = {"runs": round(float(cap), 4), "calls": 0.0, "tokens": 0, "usd": None if price is None else 0.0,
+           "seconds": round(seconds, 1), "tokens_from": "not modelled", "seconds_from": f"the {reference} run"}
+    return row, (f"{what}: {cap:g} executed runs, what the {reference} run spent optimizing, timed as its "
+                 "optimization; the LM calls and tokens of those runs are not modelled")
 
 
 def render(plan: dict, title: str) -> str:

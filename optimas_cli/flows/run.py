@@ -36,7 +36,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     budget = build_budget(cfg)
     splits = budget_splits(pipeline, budget)
     ctx = build_context(cfg, pipeline, folder)
-    plan = make_plan(cfg, pipeline, splits)  # before any work: an earlier run's measures, not this one's
+    plan = make_plan(cfg, pipeline, splits, run_dir=folder.path)  # before any work: earlier runs' measures
     method = build_method(cfg, budget, console)
     ctx.caps.on_warning = lambda message: console.print(f"[yellow]{message}[/]")  # the log has it too
     log.info("pipeline=%s method=%s splits=%s", pipeline.name, method.name, splits.sizes())
