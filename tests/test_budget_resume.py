@@ -69,8 +69,8 @@ def uncapped(tiny_bert, tmp_path_factory):
 
 
 def test_a_cap_stops_the_run_and_a_raised_cap_resumes_it_to_the_uncapped_result(tiny_bert, tmp_path, uncapped):
-    # crossed inside iteration 1: the loop finishes it (the next safe point) and stops before iteration 2
-    cap = uncapped["history"][0]["runs_so_far"] - 0.5
+    # reached exactly by iteration 1: the loop stops at the next safe point, before iteration 2
+    cap = uncapped["history"][0]["runs_so_far"]
     stopped = run_in(tiny_bert, tmp_path, f"budget.max_runs={cap}")
     assert stopped["stopped"] == "max_runs" and len(stopped["history"]) == 1
     assert stopped["test"]["n"] > 0  # max_runs caps the optimization: the best so far is still evaluated
@@ -102,6 +102,21 @@ def optimization_runs(results: dict) -> float:
 def test_a_runs_cap_is_not_crossed_by_a_unit_of_known_size(tiny_bert, tmp_path, uncapped, cap):
     stopped = run_in(tiny_bert, tmp_path, f"budget.max_runs={cap}")
     assert stopped["stopped"] == "max_runs" and optimization_runs(stopped) <= cap, stopped["ledger"]["by_phase"]
+    resumed = run_in(tiny_bert, tmp_path, "budget.max_runs=null")
+    assert essentials(resumed) == essentials(uncapped)
+
+
+def test_a_cap_that_stage2_would_cross_stops_before_it(tiny_bert, tmp_path, uncapped):
+    """Iteration 1 is accepted and adapted: Stage 2's collection, then its routes re-validated. A cap inside
+    that adaptation stops the run before it (optimas plan's arithmetic predicts its runs), not up to a whole
+    adaptation past the cap. The iteration is then not kept: a resume redoes it, and ends as the uncapped run."""
+    first = uncapped["history"][0]
+    assert first["accepted"] and uncapped["adaptations"]
+    stage2 = uncapped["ledger"]["by_phase"]["adaptation"]["runs"] / len(uncapped["adaptations"])
+    cap = first["runs_so_far"] - stage2 / 2
+    stopped = run_in(tiny_bert, tmp_path, f"budget.max_runs={cap}")
+    assert stopped["stopped"] == "max_runs" and optimization_runs(stopped) <= cap, (stopped["ledger"]["by_phase"], stopped["history"])
+    assert not stopped["ledger"]["by_phase"].get("adaptation", {}).get("runs") and stopped["history"] == []
     resumed = run_in(tiny_bert, tmp_path, "budget.max_runs=null")
     assert essentials(resumed) == essentials(uncapped)
 

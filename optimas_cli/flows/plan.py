@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from optimas_cli.errors import UserError
 from optimas_cli.flows.matched import matched_reference, reference_run
 from optimas_cli.flows.setup import build_budget
+from optimas_cli.lrf.collect import expected_collection
 from optimas_cli.lrf.judge import JUDGE_COMPONENT
 from optimas_cli.report.paper_tables import optimization_runs
 from optimas_cli.system import Pipeline, Splits
@@ -67,35 +68,6 @@ class PhaseCount:
             self.calls[comp.name] += n * values_per_input
 
 
-def _candidates(comp: Component, collect: Mapping) -> int:
-    return len(comp.choices) if comp.kind is ConfigKind.CHOICE else int(collect.get("num_candidates", 4))
-
-
-def _collection(system, config, n: int, collect: Mapping, phase: PhaseCount, lm_temperature: float) -> float:
-    """collect_all on n inputs (lrf/collect.py); returns the expected number of preference pairs."""
-    pairs = 0.0
-    sample_at = float(collect.get("temperature", 1.0))
-    down_at = collect.get("downstream_temperature")
-    down_at = lm_temperature if down_at is None else float(down_at)
-    for name in system.order:
-        comp = system.components[name]
-        if comp.kind is ConfigKind.NONE:
-            continue
-        down = system.downstream(name)
-        for other in system.order:  # run_until: every component that does not depend on this one
-            if other != name and other not in down:
-                phase.run(system.components[other], n, system.components[other].values_per_input(config[other]))
-        cands = _candidates(comp, collect) if comp.kind is ConfigKind.CHOICE or comp.is_stochastic(sample_at) else 1
-        phase.run(comp, cands * n)  # candidate draws: each value (choice) or sample (prompt, weights) once
-        stochastic = any(system.components[d].is_stochastic(down_at) for d in down)
-        repeats = int(collect.get("mc_repeats", 2)) if stochastic else 1
-        if cands >= 2:
-            for d in down:
-                phase.run(system.components[d], cands * repeats * n, system.components[d].values_per_input(config[d]))
-        pairs += n * math.comb(cands, 2)
-    return pairs
-
-
 def rerun_counts(system, name: str, n: float, config, phase: PhaseCount) -> None:
     """run_from(name): the component and everything downstream of it, on n inputs."""
     for other in (name, *system.downstream(name)):
@@ -133,7 +105,7 @@ def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, p
     collect = lrf.get("collect") or {}
     lm_temperature = float(OmegaConf.select(cfg, "lm.temperature", default=0.0) or 0.0)
     config = system.default_config()
-    pairs = _collection(system, config, len(splits.train), collect, phases["lrf_collection"], lm_temperature)
+    pairs = expected_collection(system, config, len(splits.train), collect, phases["lrf_collection"], lm_temperature)
     train = lrf.get("train") or {}
     # Pairs split by input into train / dev / test; a test split only where there are enough pairs
     # (lrf/stage.py: per component; the plan applies the threshold to the total, an estimate).
@@ -169,7 +141,7 @@ def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, p
         # an acceptance: the search sample follows the new configuration; Stage 2; routes re-measured
         _scaled(lambda p, n=name: rerun_counts(system, n, search, config, p), share * first, sample)
         if adapt:
-            _scaled(lambda p: _collection(system, config, fresh, collect, p, lm_temperature), share * first, phases["adaptation"])
+            _scaled(lambda p: expected_collection(system, config, fresh, collect, p, lm_temperature), share * first, phases["adaptation"])
             if comp.kind is ConfigKind.CHOICE and comp.per_instance:  # adapted routes: validation and search
                 _scaled(lambda p, n=name: rerun_counts(system, n, n_val, config, p), share * first, val)
                 _scaled(lambda p, n=name: rerun_counts(system, n, search, config, p), share * first, sample)

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import combinations
-from typing import Any
+from typing import Any, Protocol
 
 from optimas_cli.errors import UserError
 from optimas_cli.lrf.pairs import PreferencePair
@@ -257,3 +258,42 @@ def collect_all(
         if on_pairs is not None:
             on_pairs(name, result[name])
     return result
+
+
+# -- what a collection will execute, before it runs (optimas plan; Stage 2 under a run cap) -------------
+class ExecutionCounter(Protocol):
+    def run(self, comp: Component, n: float, values_per_input: float = 1.0) -> None:
+        """n inputs through `comp`; a routing policy runs every value on each."""
+
+
+def _candidate_count(comp: Component, collect: Mapping) -> int:
+    return len(comp.choices) if comp.kind is ConfigKind.CHOICE else int(collect.get("num_candidates", 4))
+
+
+def expected_collection(system: CompoundSystem, config: SystemConfig, n: int, collect: Mapping,
+                        counter: ExecutionCounter, lm_temperature: float) -> float:
+    """collect_all on n inputs, counted into `counter` as it will execute when every sampled candidate is
+    distinct (an upper bound otherwise); returns the expected number of preference pairs. `collect`: the
+    lrf.collect settings; `lm_temperature`: the run's own, which the downstream runs default to."""
+    pairs = 0.0
+    sample_at = float(collect.get("temperature", 1.0))
+    down_at = collect.get("downstream_temperature")
+    down_at = lm_temperature if down_at is None else float(down_at)
+    for name in system.order:
+        comp = system.components[name]
+        if comp.kind is ConfigKind.NONE:
+            continue
+        down = system.downstream(name)
+        for other in system.order:  # run_until: every component that does not depend on this one
+            if other != name and other not in down:
+                counter.run(system.components[other], n, system.components[other].values_per_input(config[other]))
+        cands = _candidate_count(comp, collect) if comp.kind is ConfigKind.CHOICE or comp.is_stochastic(sample_at) else 1
+        counter.run(comp, cands * n)  # candidate draws: each value (choice) or sample (prompt, weights) once
+        stochastic = any(system.components[d].is_stochastic(down_at) for d in down)
+        repeats = int(collect.get("mc_repeats", 2)) if stochastic else 1
+        if cands >= 2:
+            for d in down:
+                counter.run(system.components[d], cands * repeats * n, system.components[d].values_per_input(config[d]))
+        pairs += n * math.comb(cands, 2)
+    return pairs
+

@@ -21,6 +21,8 @@ from optimas_cli.lrf.collect import (
     COLLECTION_PHASE,
     collect_all,
     collection_sample_index,
+    decoding_temperature,
+    expected_collection,
     optimizable_components,
 )
 from optimas_cli.lrf.judge import JUDGE_PHASE, judge_accuracy
@@ -213,6 +215,16 @@ class Stage2:
             with ctx.ledger.computing("lrf_training"):
                 self.adaptations.append(adapt_stage2(self.lrf, flat, self.buffer, train_config(self.lrf_cfg, len(flat))))
 
+    def expected_runs(self, config: SystemConfig, ctx: RunContext) -> float:
+        """The executed runs the next adaptation will take under `config` (at most: every sampled candidate
+        distinct), by optimas plan's arithmetic. A run cap checks it before Stage 2 starts, which would
+        otherwise cross the cap by a whole adaptation."""
+        tally = _Tally()
+        n = min(self.fresh_size, len(self.fresh_pool))
+        expected_collection(self.pipeline.system, config, n, collect_settings(self.lrf_cfg), tally,
+                            decoding_temperature(ctx))
+        return tally.executions / len(self.pipeline.system)
+
     def _weights(self, n: int) -> Path:
         return self.folder.file(LRF_CHECKPOINTS) / f"after-{n}-adaptations"
 
@@ -236,3 +248,14 @@ class Stage2:
         n = len(self.adaptations)
         self.lrf.load_state_dict(LocalRewardModel.load(self._weights(n), device="cpu").state_dict())
         self._saved = n
+
+
+class _Tally:
+    """Counts component executions (lrf.collect.ExecutionCounter)."""
+
+    def __init__(self) -> None:
+        self.executions = 0.0
+
+    def run(self, comp, n: float, values_per_input: float = 1.0) -> None:
+        self.executions += n * values_per_input
+

@@ -220,7 +220,7 @@ class OptimasLoop:
                     search = self.system.run_from(name, search, config, sctx)
                     self._observe(search, config)
                     entry.accepted, entry.val_after = True, sum(cand_scores)
-                    if self.adapt is not None and cap_reached(self.ctx):
+                    if self.adapt is not None and cap_reached(self.ctx, self._adaptation_ahead(config, len(search))):
                         config = previous  # the checkpoint's: a resume redoes the whole iteration
                         break
                     if self.adapt is not None:
@@ -240,6 +240,16 @@ class OptimasLoop:
             log.info("matched cost: %s; the loop ends there, as planned", self.ctx.caps.stopped)
             self.ctx.caps.stopped = None  # the run's planned end, not a stop to resume from
         return config, history
+
+    def _adaptation_ahead(self, config: SystemConfig, search: int) -> dict | None:
+        """What _adapt will execute, where the adapter can tell: Stage 2's collection, then the re-runs of
+        per-input routes on validation and search inputs. A cap then stops before it, not after."""
+        expected = getattr(self.adapt, "expected_runs", None)
+        if expected is None:
+            return None
+        routed = [n for n in self.system.order if route_of(config[n]) == "lrf"]
+        reruns = self.system.rerun_cost(routed, len(self.val) + search, config) if routed else 0.0
+        return {"max_runs": expected(config, self.ctx) + reruns}
 
     def _observe(self, search: list[Trajectory], config: SystemConfig) -> None:
         if hasattr(self.lrf, "observe"):

@@ -89,10 +89,12 @@ class CompoundSystem:
                 reached.add(n)
         return [n for n in self.order if n in reached and n != name]
 
-    def rerun_cost(self, name: str | None, n: int, config: SystemConfig) -> float:
-        """Equivalent runs of run_from(name) on n inputs (None: the whole system), what a budget cap is
-        checked against before them; a router runs each of its values on each input."""
-        names = self.order if name is None else (name, *self.downstream(name))
+    def rerun_cost(self, name: str | Sequence[str] | None, n: int, config: SystemConfig) -> float:
+        """Equivalent runs of run_from(name) on n inputs (several names: run_changed(names); None: the
+        whole system), what a budget cap is checked against before them; a router runs each of its values
+        on each input."""
+        changed = [name] if isinstance(name, str) else self.order if name is None else list(name)
+        names = {c for first in changed for c in (first, *self.downstream(first))}
         return n * sum(self.components[c].values_per_input(config[c]) for c in names) / len(self)
 
     def default_config(self) -> SystemConfig:
