@@ -26,7 +26,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import combinations
-from typing import Any, Protocol
+from typing import Any
 
 from optimas_cli.errors import UserError
 from optimas_cli.lrf.pairs import PreferencePair
@@ -261,9 +261,15 @@ def collect_all(
 
 
 # -- what a collection will execute, before it runs (optimas plan; Stage 2 under a run cap) -------------
-class ExecutionCounter(Protocol):
+class ExecutionTally:
+    """Counts component executions. Any counter with this `run` serves (optimas plan's PhaseCount, per phase)."""
+
+    def __init__(self) -> None:
+        self.executions = 0.0
+
     def run(self, comp: Component, n: float, values_per_input: float = 1.0) -> None:
         """n inputs through `comp`; a routing policy runs every value on each."""
+        self.executions += n * values_per_input
 
 
 def _candidate_count(comp: Component, collect: Mapping) -> int:
@@ -271,7 +277,7 @@ def _candidate_count(comp: Component, collect: Mapping) -> int:
 
 
 def expected_collection(system: CompoundSystem, config: SystemConfig, n: int, collect: Mapping,
-                        counter: ExecutionCounter, lm_temperature: float) -> float:
+                        counter: ExecutionTally, lm_temperature: float) -> float:
     """collect_all on n inputs, counted into `counter` as it will execute when every sampled candidate is
     distinct (an upper bound otherwise); returns the expected number of preference pairs. `collect`: the
     lrf.collect settings; `lm_temperature`: the run's own, which the downstream runs default to."""
@@ -296,4 +302,3 @@ def expected_collection(system: CompoundSystem, config: SystemConfig, n: int, co
                 counter.run(system.components[d], cands * repeats * n, system.components[d].values_per_input(config[d]))
         pairs += n * math.comb(cands, 2)
     return pairs
-

@@ -19,6 +19,7 @@ from rich.console import Console
 from optimas_cli.lrf.buffer import ReplayBuffer
 from optimas_cli.lrf.collect import (
     COLLECTION_PHASE,
+    ExecutionTally,
     collect_all,
     collection_sample_index,
     decoding_temperature,
@@ -219,7 +220,7 @@ class Stage2:
         """The executed runs the next adaptation will take under `config` (at most: every sampled candidate
         distinct), by optimas plan's arithmetic. A run cap checks it before Stage 2 starts, which would
         otherwise cross the cap by a whole adaptation."""
-        tally = _Tally()
+        tally = ExecutionTally()
         n = min(self.fresh_size, len(self.fresh_pool))
         expected_collection(self.pipeline.system, config, n, collect_settings(self.lrf_cfg), tally,
                             decoding_temperature(ctx))
@@ -248,14 +249,3 @@ class Stage2:
         n = len(self.adaptations)
         self.lrf.load_state_dict(LocalRewardModel.load(self._weights(n), device="cpu").state_dict())
         self._saved = n
-
-
-class _Tally:
-    """Counts component executions (lrf.collect.ExecutionCounter)."""
-
-    def __init__(self) -> None:
-        self.executions = 0.0
-
-    def run(self, comp, n: float, values_per_input: float = 1.0) -> None:
-        self.executions += n * values_per_input
-
