@@ -346,6 +346,36 @@ def test_verdicts_give_the_paired_gain_its_evidence_and_the_mean_per_baseline(tm
     assert "below 1 baseline(s): Single LLM" in markdown(mean_table(runs, "src"))
 
 
+def test_ablation_verdict_pairs_seeds_and_weighs_what_each_side_spent(tmp_path):
+    from optimas_cli.report.render import markdown
+    from optimas_cli.report.targets import matched_table
+
+    def spent(runs: float, cap: float | None = None) -> dict:
+        return {"ledger": {"runs": runs, "tokens": 0, "calls": 0, **({"caps": {"max_runs": cap}} if cap else {})}}
+
+    accepted = [{"iteration": 1, "accepted": True, "runs_so_far": 40.0},
+                {"iteration": 2, "accepted": False, "runs_so_far": 100.0}]
+    runs = [
+        traced_run(tmp_path / "o0", "optimas", [1.0] * 6 + [0.0] * 4, seed=0, history=accepted, **spent(100.0)),
+        traced_run(tmp_path / "o1", "optimas", [1.0] * 4 + [0.0] * 6, seed=1, history=accepted, **spent(110.0)),
+        traced_run(tmp_path / "g0", "global_reward", [1.0] * 2 + [0.0] * 8, seed=0, **spent(90.0, 100.0)),
+        traced_run(tmp_path / "g1", "global_reward", [1.0] * 2 + [0.0] * 8, seed=1, **spent(112.0, 110.0)),
+        traced_run(tmp_path / "g2", "global_reward", [1.0] * 10, seed=2, **spent(1.0)),  # no Optimas seed 2
+        # an ablation that spent less than Optimas needed to reach its tested configuration
+        traced_run(tmp_path / "n0", "optimas_no_adapt", [0.0] * 10, seed=0, **spent(30.0, 100.0)),
+    ]
+    rows = {r[1]: r for r in matched_table(runs, "src").csv_rows}
+    # seeds 0 and 1 only; per-example means over them: Optimas 0.5, global reward 0.2, paired +0.3
+    assert rows["global_reward"][3:6] == ["0 1", pytest.approx(0.5), pytest.approx(0.2)]
+    assert rows["global_reward"][6] == pytest.approx(0.3)
+    assert rows["global_reward"][9:] == ["100.0 110.0", "40.0 40.0", "90.0 112.0", "100.0 110.0", True]
+    assert rows["optimas_no_adapt"][3] == "0" and rows["optimas_no_adapt"][-1] is False  # 40 runs > its 30
+    text = markdown(matched_table(runs, "src"))
+    assert "| 100.0 (40.0) / 110.0 (40.0) | 90.0 (100) / 112.0 (110) | yes |" in text
+    assert "in 1 of 2 comparison(s)" in text
+    assert matched_table(runs[:2], "src") is None  # no ablation run: no table
+
+
 def test_parse_failures_of_several_seeds_are_summed_into_one_line(tmp_path):
     from optimas_cli.report.parse_failures import parse_failure_table
 

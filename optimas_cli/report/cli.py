@@ -60,7 +60,8 @@ def write_report(found: RunSet, out: Path) -> str:
     made = [paper_tables.table2(runs, sources), paper_tables.table2_paired(runs, sources),
             paper_tables.table3(runs, sources), paper_tables.table4(runs, sources)]
     optional = [paper_tables.eval_table(runs, sources), targets.gain_table(runs, sources),
-                targets.mean_table(runs, sources), parse_failure_table(runs, sources)]
+                targets.mean_table(runs, sources),
+                targets.matched_table(runs, sources), parse_failure_table(runs, sources)]
     made += [table for table in optional if table is not None]
     for table in made:
         write_csv(out / f"{table.name}.csv", table.csv_headers, table.csv_rows)

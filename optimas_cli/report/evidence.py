@@ -69,6 +69,13 @@ def _pooled(members: list[RunScores]) -> dict[str, float]:
     return {k: statistics.fmean(m.by_key[k] for m in members) for k in keys}
 
 
+def pooled_scores(runs: list[Run]) -> dict[str, float] | None:
+    """Per-example test score averaged over the runs (seeds), on the examples all scored; None when a run
+    has no per-example traces."""
+    scores = [run_scores(r) for r in runs]
+    return None if any(isinstance(s, str) for s in scores) else _pooled(scores)  # type: ignore[arg-type]
+
+
 def cell_evidence(members: list[Run], baseline: list[Run] | None) -> CellEvidence:
     scores = [run_scores(r) for r in members]
     missing = [s for s in scores if isinstance(s, str)]
