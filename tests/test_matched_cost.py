@@ -136,3 +136,25 @@ def test_a_matched_loop_baseline_spends_up_to_the_cap_not_its_iterations(tmp_pat
     # over the cap by at most one unit whose cost is not known ahead: an iteration's local scoring runs
     one_scoring = plain_ctx.ledger.equivalent_runs("local_optimization") / 2
     assert plain_ctx.ledger.equivalent_runs() < ctx.ledger.equivalent_runs() <= 60.0 + one_scoring
+
+
+def test_a_matched_loop_stops_before_a_local_search_whose_proposal_it_could_not_validate(tmp_path):
+    """Global reward's local scoring spends system runs. Once the cap leaves no room for a proposal's
+    validation pass, the loop ends before that search: nothing is spent after the last checkpointed
+    iteration (global reward s0 and s1 on Amazon spent 40 and 18.7 runs on searches they could not validate)."""
+    from optimas_cli.methods.global_reward import GlobalReward
+    from optimas_cli.system import RunContext
+    from optimas_cli.system.caps import BudgetCaps
+    from optimas_cli.system.ledger import RunLedger
+    from pipelines.toys import retriever
+    from tests.test_methods_toys import smoke_budget
+
+    pipeline = retriever.build()
+    ctx = RunContext(ledger=RunLedger(len(pipeline.system)))
+    ctx.caps = BudgetCaps(max_runs=60.0, spent=lambda: {"max_runs": ctx.ledger.equivalent_runs()})
+    method = GlobalReward(budget=smoke_budget(iterations=2, max_runs_from="optimas"), seed=0,
+                          console=Console(file=io.StringIO(), width=200))
+    outcome = method.optimize(pipeline, pipeline.splits, ctx, RunFolder(tmp_path))
+    assert len(outcome.history) > 2 and ctx.caps.stopped is None
+    assert ctx.ledger.equivalent_runs() == pytest.approx(outcome.history[-1].runs_so_far, abs=0.01)
+    assert ctx.ledger.equivalent_runs() <= 60.0

@@ -185,6 +185,10 @@ class OptimasLoop:
             spent_before = self.ctx.ledger.equivalent_runs()
             name = self.scheduler.pick(t, history, rng, self.schedulable() if self.schedulable else None)
             component = self.system.components[name]
+            # A proposal the cap leaves no room to validate can never be accepted: stop before its local
+            # search, which a baseline's scorer pays for in system runs (not checkpointed: a resume redoes it).
+            if cap_reached(self.ctx, {"max_runs": self.system.rerun_cost(name, len(self.val), config)}):
+                break
             search_inputs = [tr.steps[name]["inputs"] for tr in search if not tr.steps[name]["skipped"]]
             with self.ctx.ledger.timed("local_optimization"), phase(f"iteration {t + 1} · optimizing {name}", lm=self.ctx.lm):
                 proposal = optimize_component(
