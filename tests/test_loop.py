@@ -98,6 +98,34 @@ def test_validation_reuses_cached_upstream_outputs(tmp_path):
     assert up.calls == 5 + 3
 
 
+def test_a_proposal_already_rejected_against_the_same_configuration_is_not_validated_again(tmp_path):
+    """The gate's verdict on (configuration, candidate) is known once given: Optimas s2 on Amazon re-validated
+    the decider prompt it had just rejected (36 executed runs for the same 8 -> 7)."""
+    pipeline, _ = make_pipeline()
+    loop = make_loop(pipeline, 2, tmp_path, iterations=3)  # value 2 loses, and is proposed every time
+    config, history = loop.run()
+    assert [e.proposal for e in history] == [2, 2, 2] and not any(e.accepted for e in history)
+    assert history[0].val_candidate == pytest.approx(5 * 0.2)
+    assert [e.val_candidate for e in history[1:]] == [None, None]
+    assert all("rejected in iteration 1" in e.note for e in history[1:])
+    assert loop.ctx.ledger.to_dict()["by_phase"]["validation"]["runs"] == pytest.approx(5 + 2.5)  # one pass
+
+
+def test_a_rejected_proposal_is_validated_again_once_the_configuration_changed(tmp_path):
+    """After an accepted update the same candidate value meets another configuration: it is validated."""
+    pipeline, _ = make_pipeline()
+    loop = make_loop(pipeline, 2, tmp_path, iterations=1)
+    loop.run()
+    loop.lrf = Prefers(3)
+    loop.settings.iterations = 2
+    loop.run()  # resumes: iteration 2 accepts value 3
+    loop.lrf = Prefers(2)
+    loop.settings.iterations = 3
+    _, history = loop.run()
+    assert [e.accepted for e in history] == [False, True, False]
+    assert history[2].val_candidate == pytest.approx(5 * 0.2)  # validated again, against value 3
+
+
 class Killed(Exception):
     pass
 

@@ -86,6 +86,17 @@ class LoopSettings:
         return f"{self.iterations} iterations"
 
 
+def rejected_before(history: Sequence[HistoryEntry], name: str, value: Any) -> HistoryEntry | None:
+    """The entry whose validation rejected `value` for `name` since the configuration last changed (an
+    accepted update; Stage 2 runs only then, so the LRF-routed choices have not changed either), if any."""
+    for entry in reversed(history):
+        if entry.accepted:
+            return None
+        if entry.component == name and entry.val_candidate is not None and entry.proposal == value:
+            return entry
+    return None
+
+
 class OptimasLoop:
     """`lrf` scores a component's outputs: `lrf.score(name, inputs, outputs) -> list[float]` (a trained
     LocalRewardModel, or a baseline's scorer). A scorer that needs the current search trajectories
@@ -202,7 +213,12 @@ class OptimasLoop:
             )
             if "held_out" in proposal.details:  # a weights proposal's r_k before/after on held-out search inputs
                 entry.details["held_out"] = proposal.details["held_out"]
-            if proposal.value != config[name]:
+            earlier = rejected_before(history, name, proposal.value)
+            if proposal.value != config[name] and earlier is not None:
+                # The gate's verdict on this candidate against this configuration is already known.
+                entry.note = (f"rejected in iteration {earlier.iteration} against this same configuration: "
+                              "not validated again")
+            elif proposal.value != config[name]:
                 candidate = config.replace(name, proposal.value)
                 # the validation pass: this component and what follows it, on every validation input
                 if cap_reached(self.ctx, {"max_runs": self.system.rerun_cost(name, len(self.val), candidate)}):
