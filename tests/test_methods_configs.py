@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from optimas_cli.flows.setup import build_budget, build_method
 from optimas_cli.methods.dspy_mipro import DSPyMIPRO
-from optimas_cli.methods.global_reward import GlobalReward
+from optimas_cli.methods.global_reward import GlobalReward, RandomReward
 from optimas_cli.methods.hbc import HBC
 from optimas_cli.methods.llmselector import LLMSelector
 from optimas_cli.methods.reinforce import Reinforce
@@ -29,7 +29,8 @@ def build(method: str, budget: str = "small"):
 
 @pytest.mark.parametrize("name, cls", [("global_reward", GlobalReward), ("hbc", HBC), ("dspy", DSPyMIPRO),
                                        ("textgrad", TextGrad), ("llmselector", LLMSelector),
-                                       ("sysdpo", SysDPO), ("reinforce", Reinforce)])
+                                       ("sysdpo", SysDPO), ("reinforce", Reinforce),
+                                       ("random_reward", RandomReward)])
 def test_each_baseline_config_builds_its_method(name, cls):
     method = build(name)
     assert isinstance(method, cls) and method.name == name
@@ -55,7 +56,7 @@ def test_weights_methods_read_the_budget_and_their_options():
     assert build("reinforce").rollouts == 4
 
 
-@pytest.mark.parametrize("name", ["optimas", "optimas_no_adapt", "global_reward", "hbc"])
+@pytest.mark.parametrize("name", ["optimas", "optimas_no_adapt", "global_reward", "hbc", "random_reward"])
 def test_every_local_optimizer_method_gets_the_same_prompt_proposer_and_optimizer_lm(name, tmp_path):
     from optimas_cli.optim.loop import LoopSettings
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from rich.console import Console
 
 from optimas_cli.methods.base import Method, MethodOutcome
-from optimas_cli.methods.scorers import GlobalRewardScorer
+from optimas_cli.methods.scorers import GlobalRewardScorer, RandomScorer
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
 from optimas_cli.optim.prompt import loop_proposer
 from optimas_cli.system import CompoundSystem, ConfigKind, Pipeline
@@ -103,3 +103,19 @@ class GlobalReward(ScoredLoopBaseline):
         outcome = super().optimize(pipeline, splits, ctx, folder)
         outcome.extras[self.name]["scored_batches"] = self._scorer.calls
         return outcome
+
+
+class RandomReward(ScoredLoopBaseline):
+    """The 'random reward' ablation: the same loop and gate, with every candidate output scored by a seeded
+    random number (scorers.RandomScorer). Free to score, so at matched cost it affords many more iterations
+    than Optimas, whose LRF costs Stage 1's collection; Optimas must beat it to show its LRF chose well."""
+
+    label = "random reward"
+
+    def __init__(self, budget: Budget, name: str = "random_reward", console: Console | None = None,
+                 scheduler: str = "uniform", optimizer: Mapping | None = None, seed: int = 0, gate: str = "strict",
+                 gate_alpha: float = 0.1, optimizer_lm: str | None = None):
+        super().__init__(name, budget, console, scheduler, optimizer, seed, gate, gate_alpha, optimizer_lm)
+
+    def make_scorer(self, pipeline, splits, ctx, folder):
+        return RandomScorer(self.seed), {"scorer": "a seeded random number per (input, output)"}

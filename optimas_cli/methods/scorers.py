@@ -8,6 +8,9 @@ candidate output:
   cached search trajectories and run everything downstream, then score the final output with the
   pipeline's global metric. Exact but costly: every score is a partial system run, counted in the
   ledger.
+- RandomScorer ('random reward' ablation): a uniform number drawn from a hash of (seed, component,
+  input, output). It carries no information about the global reward, so the loop's gate is all that
+  separates a good proposal from a bad one: what Optimas gains over it is what its LRF contributes.
 - ReferenceSimilarityScorer (hierarchical behaviour cloning, HBC): cosine similarity between the
   embedding of a candidate output and the known-good reference output of the same example, taken
   from the highest-reward sampled run of the unoptimized system there. Cheap, but only as good as
@@ -15,6 +18,7 @@ candidate output:
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -88,6 +92,21 @@ class GlobalRewardScorer:
             totals += np.asarray(rewards(self.pipeline, finished), dtype=float)
         self.calls += 1
         return (totals / self.rollouts).tolist()
+
+
+class RandomScorer:
+    """r_k(x, y) := a uniform number in [0, 1) fixed by (seed, k, x, y): the same output on the same input
+    always gets the same score, whatever else is in the batch and in whatever order it is asked."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = int(seed)
+
+    def score(self, component_name: str, inputs: list[dict], outputs: list[dict]) -> list[float]:
+        return [self._uniform(component_name, x, y) for x, y in zip(inputs, outputs, strict=True)]
+
+    def _uniform(self, name: str, inputs: Mapping, outputs: Mapping) -> float:
+        key = json.dumps([self.seed, name, input_key(inputs), input_key(outputs)], ensure_ascii=False)
+        return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2.0**64
 
 
 class TextEmbedder:

@@ -28,8 +28,9 @@ from optimas_cli.report.runs import Run
 from optimas_cli.stats import paired_ci
 
 OPTIMAS = "optimas"
-# The paper's ablations of Optimas: run at Optimas' cost (budget.max_runs_from=optimas), compared seed by seed.
-ABLATIONS = ("global_reward", "optimas_no_adapt")
+# The ablations of Optimas (the paper's two, and a random reward that isolates the LRF's contribution): run at
+# Optimas' cost (budget.max_runs_from=optimas), compared seed by seed.
+ABLATIONS = ("global_reward", "optimas_no_adapt", "random_reward")
 
 
 def _cells(runs: list[Run]) -> dict[tuple, list[Run]]:
