@@ -79,15 +79,13 @@ class OptimizedSystem:
     def __init__(self, folder: Path, cfg: DictConfig):
         from optimas_cli.flows.evaluate import lrf_folder, saved_config
         from optimas_cli.flows.setup import LazyLM, build_pipeline, seed_everything
-        from optimas_cli.system import RunContext, RunLedger, SystemConfig
+        from optimas_cli.system import RunContext, RunLedger
 
         self.folder, self.cfg = folder, cfg
         seed_everything(int(cfg.seed))
         self.pipeline = build_pipeline(cfg)
         best = folder / "best_config.json"
-        config = saved_config(self.pipeline, best if best.is_file() else None)
-        # LoRA adapters are saved inside the run folder, under the path the run had (relative to where it ran)
-        self.config = SystemConfig({k: _adapter_here(v, folder) for k, v in config.items()})
+        self.config = saved_config(self.pipeline, best if best.is_file() else None)  # adapters found in `folder`
         lrf = lrf_folder(self.config, best, None)
         self.lrf = None
         if lrf is not None:
@@ -143,10 +141,3 @@ def load(folder: str | Path, *overrides: str) -> OptimizedSystem:
         cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
     return OptimizedSystem(folder, cfg)
 
-
-def _adapter_here(value, folder: Path):
-    """An adapter path saved relative to where the run ran, found again inside the run folder."""
-    if not isinstance(value, str) or "adapters/" not in value or Path(value).exists():
-        return value
-    moved = folder / value[value.index("adapters/"):]
-    return str(moved) if moved.exists() else value

@@ -81,10 +81,19 @@ def test_run_writes_a_folder_like_the_command_line(tmp_path, monkeypatch):
 
 
 def test_adapters_saved_under_the_runs_old_path_are_found_in_the_folder(tmp_path):
-    from optimas_cli.api import _adapter_here
+    from optimas_cli.flows.evaluate import saved_config
+    from optimas_cli.system.run_folder import adapters_found_in
+    from pipelines.toys import retriever
 
     moved = tmp_path / "copied-run"
     (moved / "adapters" / "session_analyzer" / "2").mkdir(parents=True)
-    saved = "outputs/2026-12-01/10-00-00-amazon-optimas/adapters/session_analyzer/2"  # relative to where it ran
-    assert _adapter_here(saved, moved) == str(moved / "adapters" / "session_analyzer" / "2")
-    assert _adapter_here("an instruction", moved) == "an instruction" and _adapter_here(None, moved) is None
+    here = str(moved / "adapters" / "session_analyzer" / "2")
+    for saved in ("outputs/2026-12-01/10-00-00-amazon-optimas/adapters/session_analyzer/2",  # relative to where it ran
+                  "/work/main/outputs/amazon-cpu/amazon-optimas-s1/adapters/session_analyzer/2"):  # absolute, elsewhere
+        found = adapters_found_in({"analyzer": saved, "decider": "an instruction", "selector": None}, moved)
+        assert found == {"analyzer": here, "decider": "an instruction", "selector": None}
+    # `optimas eval config_file=<moved run>/best_config.json` and optimas.load(<moved run>) read it so
+    (moved / "best_config.json").write_text(json.dumps({"retriever": "/gone/run/adapters/session_analyzer/2",
+                                                        "generator": "adapters/ in an instruction"}))
+    config = saved_config(retriever.build(), moved / "best_config.json")
+    assert config["retriever"] == here and config["generator"] == "adapters/ in an instruction"

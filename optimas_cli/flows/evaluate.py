@@ -15,7 +15,7 @@ from optimas_cli.flows.setup import build_budget, build_context, build_pipeline,
 from optimas_cli.lrf.stage import LRF_DIR
 from optimas_cli.system import LRF_ROUTE, Pipeline, SystemConfig, route_of
 from optimas_cli.system.evaluate import evaluate
-from optimas_cli.system.run_folder import RunFolder
+from optimas_cli.system.run_folder import RunFolder, adapters_found_in
 
 
 def evaluate_config(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
@@ -103,7 +103,7 @@ def saved_config(pipeline: Pipeline, config_file) -> SystemConfig:
     if not path.is_file():
         raise UserError(f"config_file {path} does not exist", "pass a run's best_config.json")
     try:
-        config = SystemConfig.load(path)
+        config = SystemConfig(adapters_found_in(SystemConfig.load(path), path.parent))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"config_file {path} is not valid JSON ({exc})", "pass a run's best_config.json") from None
     unknown = sorted(set(config) - set(default))

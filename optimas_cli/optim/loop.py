@@ -27,7 +27,7 @@ from optimas_cli.system.budget import Budget
 from optimas_cli.system.caps import cap_reached
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
-from optimas_cli.system.run_folder import RunFolder, uncounted
+from optimas_cli.system.run_folder import RunFolder, adapters_found_in, uncounted
 
 log = logging.getLogger("optimas")
 STATE_FILE = "loop_state.json"
@@ -143,7 +143,8 @@ class OptimasLoop:
             self.carry.restore(state["carry"])
         log.info("resuming Algorithm 1 after iteration %d", state["iteration"])
         history = [HistoryEntry.from_dict(e) for e in state["history"]]
-        return state["iteration"], SystemConfig(state["config"]), history, rng
+        config = SystemConfig(adapters_found_in(state["config"], self.folder.path))  # the folder may have moved
+        return state["iteration"], config, history, rng
 
     def _checkpoint(self, done: int, config: SystemConfig, history: list[HistoryEntry],
                     rng: np.random.Generator) -> None:

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,20 @@ ACCOUNTS_FILE = "accounts.json"
 INTERRUPTED_PHASE = "interrupted"  # wall time a killed process spent past its last checkpoint
 MIN_FREE_BYTES = 1 << 20  # what a run needs to start: its config, Hydra's .hydra/ files, the first log lines
 LOCK_FILE = ".lock"  # one writer per folder: flock'd while a process runs in it, holds that process's pid
+
+
+def adapters_found_in(config: Mapping[str, Any], folder: str | os.PathLike) -> dict[str, Any]:
+    """`config` with each LoRA adapter path that no longer exists found again inside the run folder `folder`:
+    the weights optimizers save adapters under <run>/adapters/, and a run folder that was moved, copied to
+    another machine or written relative to another working directory still holds them there."""
+    return {name: _adapter_here(value, Path(folder)) for name, value in config.items()}
+
+
+def _adapter_here(value: Any, folder: Path) -> Any:
+    if not isinstance(value, str) or "adapters/" not in value or Path(value).exists():
+        return value
+    moved = folder / value[value.rindex("adapters/"):]
+    return str(moved) if moved.exists() else value
 
 
 def lock_holder(path: str | os.PathLike) -> int | None:
