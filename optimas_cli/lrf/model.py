@@ -50,7 +50,14 @@ class LocalRewardModel(nn.Module):
         super().__init__()
         self.device_name = bb.pick_device(device)
         self.backbone_name = backbone or "default"
-        model, self.tokenizer, self.is_causal, self.backbone_path = bb.load_backbone(backbone, dtype, self.device_name)
+        # Backbone weights that train stay float32 even when the computation is in half precision ('auto' is
+        # bfloat16 on a GPU): a bfloat16 weight keeps 8 significant bits, so an AdamW step of lr 5e-5 is below
+        # half the spacing of 75% of MiniLM's weights and rounds away; they would never move. The forward
+        # pass then runs in the half dtype under autocast. Frozen backbones (heads, LoRA) keep the half dtype.
+        self.compute_dtype = bb.pick_dtype(dtype, self.device_name)
+        self.autocast = self.compute_dtype != torch.float32 and not lora and train_backbone != "heads"
+        model, self.tokenizer, self.is_causal, self.backbone_path = bb.load_backbone(
+            backbone, "float32" if self.autocast else dtype, self.device_name)
         self.pooling = ("last" if self.is_causal else "mean") if pooling == "auto" else pooling
         self.lora = _plain(lora) if lora else None
         self.train_backbone = "lora" if self.lora else train_backbone
@@ -114,7 +121,8 @@ class LocalRewardModel(nn.Module):
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         enc = {k: v.to(self.device_name) for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-        hidden = self.backbone(**enc).last_hidden_state
+        with torch.autocast(torch.device(self.device_name).type, dtype=self.compute_dtype, enabled=self.autocast):
+            hidden = self.backbone(**enc).last_hidden_state
         return bb.pool(hidden, enc["attention_mask"], self.pooling).float()
 
     def rewards(self, components: Sequence[str], texts: Sequence[str]) -> torch.Tensor:
