@@ -86,7 +86,9 @@ def diverse_beam_search(
     logprobs = scorer.first()
     for step in range(settings.max_new_tokens):
         vocab = logprobs.shape[-1]
-        logprobs = logprobs.float().view(num_prompts, G, B, vocab)
+        # The search's bookkeeping (scores, tokens, origins) lives on the CPU; a scorer on a GPU returns
+        # its log-probs there, and adding a CPU (B, 1) tensor to them would fail ("same device").
+        logprobs = logprobs.float().cpu().view(num_prompts, G, B, vocab)
         origins = torch.arange(rows).view(num_prompts, G, B).clone()
         tokens = torch.zeros(num_prompts, G, B, dtype=torch.long)
         new_scores = beam_scores.clone()
