@@ -1,0 +1,23 @@
+"""scripts/device_check.py (the one-shot GPU check) runs end to end here too: without CUDA every check
+runs on the CPU, so the script cannot rot between the rare sessions that have a GPU to run it on."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_device_check_passes_on_the_cpu(tmp_path):
+    out = tmp_path / "summary.json"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "device_check.py"), "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads(out.read_text())
+    statuses = {check["name"]: check["status"] for check in summary["checks"]}
+    assert statuses["lm.load"] == statuses["lrf.train"] == statuses["grpo.train"] == "PASS", statuses
+    assert "FAIL" not in statuses.values()
