@@ -14,12 +14,15 @@ One short run of the project's own code paths on random 2-layer models built in 
           agreement of the saved model reloaded on the CPU in float32 (reported).
   grpo.*  optimas_cli.optim.weights.propose (trl GRPOTrainer, bf16 None -> bf16 on a GPU) for a few steps,
           then continuing that adapter, then serving it through the local provider; seconds per step.
+  policies.*  SysDPO's and REINFORCE's NodePolicies (one LoRA per trainable node on one peft model): weights on
+          the device, log-probs close to the float32 CPU model's and returned on the CPU, and one
+          reinforce_step that moves every node's LoRA.
 
 Each check prints one line, PASS / FAIL / WARN / INFO / SKIP, with its numbers; the exit status is 1 when
 any check FAILs. Without CUDA every check runs on the CPU (the first line says so). A check whose library
 is not installed (litellm, peft, trl, datasets) is SKIPped with the reason.
 
-    python scripts/device_check.py [--out summary.json] [--only lm,lrf,grpo]
+    python scripts/device_check.py [--out summary.json] [--only lm,lrf,grpo,policies]
 """
 from __future__ import annotations
 
@@ -427,7 +430,48 @@ def check_grpo() -> None:
                f"the continued adapter generated {len(texts)} completions through {lm.route}", texts=texts)
 
 
-CHECKS = {"lm": check_lm, "lrf": check_lrf, "grpo": check_grpo}
+# ---- SysDPO / REINFORCE: every trainable node's LoRA on one peft model ----------------------------------
+def check_policies() -> None:
+    need("transformers", "peft")
+    from optimas_cli.optim.node_policies import NodePolicies, Segment
+    from optimas_cli.optim.reinforce import reinforce_step
+
+    folder = tiny_chat_model()
+    nodes = {"reader": None, "answerer": None}
+    policies = NodePolicies(str(folder), nodes, {"r": 4, "alpha": 8})
+    segments = [Segment(policies.render(chat(q)), f"answer {i}", ended=i % 2 == 0) for i, q in enumerate(QUESTIONS)]
+    trajectories = [{"reader": a, "answerer": b} for a, b in zip(segments[::2], segments[1::2], strict=True)]
+    device, _ = expected_device()
+
+    with step("policies.score"):  # log-probs on the device, returned on the CPU, as the CPU model's
+        weights_at = sorted({str(p.device.type) for p in policies.model.parameters()})
+        reference = policies.reference_logprobs(segments)
+        cpu = NodePolicies(str(folder), nodes, {"r": 4, "alpha": 8}, device="cpu").reference_logprobs(segments)
+        diff = float((reference - cpu).abs().max())
+        ok = weights_at == [device] and reference.device.type == "cpu" and bool(torch.isfinite(reference).all())
+        ok = ok and diff < 0.05 * float(cpu.abs().max()) + 0.5  # bfloat16 autocast on a GPU: close, not equal
+        report("policies.score", "PASS" if ok else "FAIL",
+               f"weights on {weights_at} (expected {device}), autocast {policies.autocast}; {len(segments)} "
+               f"reference log-probs returned on {reference.device.type}; max |difference| to the float32 CPU "
+               f"model {diff:.4f} (log-probs {float(cpu.min()):.1f}..{float(cpu.max()):.1f})",
+               max_abs_diff=diff, weights_on=weights_at, autocast=policies.autocast)
+
+    with step("policies.reinforce"):  # one REINFORCE step moves every node's LoRA B on the device
+        before = {n: p.detach().clone() for n, p in policies.model.named_parameters() if "lora_B" in n}
+        optimizer = torch.optim.AdamW(policies.parameters, lr=1e-2)
+        started = time.perf_counter()
+        reinforce_step(policies, optimizer, trajectories, [1.0, 0.0, 0.5])
+        cuda_sync()
+        seconds = time.perf_counter() - started
+        moved = {n.split(".")[-2] for n, p in policies.model.named_parameters()
+                 if "lora_B" in n and not torch.equal(p.detach(), before[n])}
+        ok = moved == set(nodes)
+        report("policies.reinforce", "PASS" if ok else "FAIL",
+               f"one step over {len(trajectories)} trajectories in {seconds:.2f} s; LoRA B moved for {sorted(moved)} "
+               f"(expected {sorted(nodes)})", seconds=seconds, moved=sorted(moved))
+
+
+CHECKS = {"lm": check_lm, "lrf": check_lrf, "grpo": check_grpo, "policies": check_policies}
 
 
 def environment() -> dict:
@@ -446,7 +490,7 @@ def environment() -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the JSON summary here (default: only the lines on stdout)")
-    parser.add_argument("--only", default=",".join(CHECKS), help="comma-separated groups: lm, lrf, grpo")
+    parser.add_argument("--only", default=",".join(CHECKS), help="comma-separated groups: lm, lrf, grpo, policies")
     args = parser.parse_args()
     wanted = [c.strip() for c in args.only.split(",") if c.strip()]
     unknown = sorted(set(wanted) - set(CHECKS))

@@ -38,15 +38,22 @@ NodeSegments = Mapping[str, Segment]  # one trajectory: trainable node -> its se
 class NodePolicies:
     """`adapters` maps each trainable node to its current adapter folder (None: a fresh LoRA)."""
 
-    def __init__(self, base_model_path: str, adapters: Mapping[str, str | None], lora: Mapping | None = None):
+    def __init__(self, base_model_path: str, adapters: Mapping[str, str | None], lora: Mapping | None = None,
+                 device: str = "auto"):
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from optimas_cli.lm.local.model import resolve_device
 
         lora = dict(lora or {})
         self.tokenizer = AutoTokenizer.from_pretrained(base_model_path)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        base = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
+        # float32 weights everywhere (LoRA steps this small round away in bfloat16); on a GPU the forward
+        # passes run in bfloat16 under autocast, as GRPO's do. Log-probs come back on the CPU.
+        self.device = resolve_device(device)
+        self.autocast = self.device.startswith("cuda") and torch.cuda.is_bf16_supported()
+        base = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32).to(self.device)
         self.max_positions = getattr(base.config, "max_position_embeddings", None) or 4096
         self.nodes = list(adapters)
         fresh = LoraConfig(r=int(lora.get("r", 8)), lora_alpha=int(lora.get("alpha", 16)), lora_dropout=0.0,
@@ -99,14 +106,15 @@ class NodePolicies:
         if not torch.is_grad_enabled() and len(segments) > NO_GRAD_CHUNK:
             return torch.cat([self._sequence_logprobs(segments[i:i + NO_GRAD_CHUNK])
                               for i in range(0, len(segments), NO_GRAD_CHUNK)])
-        ids, mask, target = self._encode(segments)
+        ids, mask, target = (t.to(self.device) for t in self._encode(segments))
         keep = int(target.sum(dim=-1).max()) + 1  # the completions, and the position that predicts their first token
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding: positions count real tokens, as in generation
-        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                            logits_to_keep=keep).logits[:, :-1].float()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                logits_to_keep=keep).logits[:, :-1].float()
         tail = ids.shape[1] - keep + 1
         token_logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, tail:, None]).squeeze(-1)
-        return (token_logprobs * target[:, tail:]).sum(dim=-1)
+        return (token_logprobs * target[:, tail:]).sum(dim=-1).cpu()  # differentiable: gradients flow back
 
     def logprobs(self, node: str, segments: Sequence[Segment]) -> torch.Tensor:
         """log pi_node(completion | prompt) per segment, with gradients into the node's adapter."""
