@@ -86,6 +86,11 @@ class LoopSettings:
         return f"{self.iterations} iterations"
 
 
+def local_spend_seen(history: Sequence[HistoryEntry], name: str) -> float:
+    """The most system runs a local search of `name` has spent so far in this run (0 before its first)."""
+    return max((e.details.get("local_runs", 0.0) for e in history if e.component == name), default=0.0)
+
+
 def rejected_before(history: Sequence[HistoryEntry], name: str, value: Any) -> HistoryEntry | None:
     """The entry whose validation rejected `value` for `name` since the configuration last changed (an
     accepted update; Stage 2 runs only then, so the LRF-routed choices have not changed either), if any."""
@@ -197,21 +202,25 @@ class OptimasLoop:
             spent_before = self.ctx.ledger.equivalent_runs()
             name = self.scheduler.pick(t, history, rng, self.schedulable() if self.schedulable else None)
             component = self.system.components[name]
-            # A proposal the cap leaves no room to validate can never be accepted: stop before its local
-            # search, which a baseline's scorer pays for in system runs (not checkpointed: a resume redoes it).
-            if cap_reached(self.ctx, {"max_runs": self.system.rerun_cost(name, len(self.val), config)}):
+            # A proposal the cap leaves no room to validate can never be accepted: stop before its local search,
+            # which a baseline's scorer pays for in system runs, counted as much as this component's costliest
+            # earlier search in the run spent (not checkpointed: a resume redoes the iteration).
+            ahead = self.system.rerun_cost(name, len(self.val), config) + local_spend_seen(history, name)
+            if cap_reached(self.ctx, {"max_runs": ahead}):
                 break
             search_inputs = [tr.steps[name]["inputs"] for tr in search if not tr.steps[name]["skipped"]]
             with self.ctx.ledger.timed("local_optimization"), phase(f"iteration {t + 1} · optimizing {name}", lm=self.ctx.lm):
                 proposal = optimize_component(
                     component, config[name], search_inputs, self.lrf, octx, self.settings.optimizer, rng=rng
                 )
+            local_runs = self.ctx.ledger.equivalent_runs() - spent_before
             entry = HistoryEntry(
                 iteration=t + 1, component=name, kind=component.kind.value, proposal=proposal.value,
                 local_score=proposal.local_score, baseline_local_score=proposal.baseline_score,
                 val_before=sum(val_scores), val_after=sum(val_scores), accepted=False, runs_so_far=0.0,
                 n=len(self.val),
             )
+            entry.details["local_runs"] = round(local_runs, 2)  # what this local search spent in system runs
             if "held_out" in proposal.details:  # a weights proposal's r_k before/after on held-out search inputs
                 entry.details["held_out"] = proposal.details["held_out"]
             earlier = rejected_before(history, name, proposal.value)
