@@ -293,7 +293,7 @@ def check_lrf() -> None:
     from test_lrf_tiny_backbone import build_tiny_bert
     from test_lrf_train import keyword_pairs
 
-    from optimas_cli.lrf import backbone as bb
+    from optimas_cli.devices import pick_device, pick_dtype
     from optimas_cli.lrf.metrics import pairwise_accuracy
     from optimas_cli.lrf.model import LocalRewardModel
     from optimas_cli.lrf.train import TrainConfig, train_stage1
@@ -303,7 +303,7 @@ def check_lrf() -> None:
     components = {"gen": "writes the answer"}
     model = LocalRewardModel(bert, components, device="auto", dtype="auto", max_length=48)
     weight_dtypes = sorted({str(p.dtype) for p in model.backbone.parameters()})
-    picked = bb.pick_dtype("auto", bb.pick_device("auto"))
+    picked = pick_dtype("auto", pick_device("auto"))
     ok = (model.device_name == device and picked == dtype and getattr(model, "compute_dtype", picked) == dtype
           and next(model.backbone.parameters()).device.type == device)
     report("lrf.load", "PASS" if ok else "FAIL",

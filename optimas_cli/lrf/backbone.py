@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from optimas_cli.devices import pick_dtype
 from optimas_cli.errors import UserError
 
 DEFAULT_BACKBONE = "all-MiniLM-L6-v2"
@@ -45,23 +46,6 @@ def is_causal_lm(config) -> bool:
     return bool(getattr(config, "is_decoder", False)) and not getattr(config, "is_encoder_decoder", False)
 
 
-def pick_dtype(dtype: str | None, device: str) -> torch.dtype:
-    if dtype in (None, "auto"):
-        if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    except KeyError:
-        raise UserError(f"unknown lrf.dtype {dtype!r}", "use auto, float32, bfloat16 or float16") from None
-
-
-def pick_device(device: str | None) -> str:
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return str(device)
-
-
 def load_backbone(name: str | None, dtype: str | None, device: str) -> tuple[nn.Module, Any, bool, str]:
     """(model without any LM head, tokenizer, is_causal, resolved path or id)."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
@@ -70,7 +54,7 @@ def load_backbone(name: str | None, dtype: str | None, device: str) -> tuple[nn.
     try:
         config = AutoConfig.from_pretrained(where)
         tokenizer = AutoTokenizer.from_pretrained(where)
-        model = AutoModel.from_pretrained(where, dtype=pick_dtype(dtype, device))
+        model = AutoModel.from_pretrained(where, dtype=pick_dtype(dtype, device, "lrf.dtype"))
     except OSError as exc:
         raise UserError(
             f"cannot load the LRF backbone {name!r} ({where}): {exc}".splitlines()[0],

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from optimas_cli.devices import pick_device, pick_dtype
 from optimas_cli.errors import UserError
 from optimas_cli.lrf import backbone as bb
 from optimas_cli.lrf.text import ComponentInfo, TextRenderer, component_info
@@ -48,13 +49,13 @@ class LocalRewardModel(nn.Module):
         gradient_checkpointing: bool = False,
     ):
         super().__init__()
-        self.device_name = bb.pick_device(device)
+        self.device_name = pick_device(device, "lrf.device")
         self.backbone_name = backbone or "default"
         # Backbone weights that train stay float32 even when the computation is in half precision ('auto' is
         # bfloat16 on a GPU): a bfloat16 weight keeps 8 significant bits, so an AdamW step of lr 5e-5 is below
         # half the spacing of 75% of MiniLM's weights and rounds away; they would never move. The forward
         # pass then runs in the half dtype under autocast. Frozen backbones (heads, LoRA) keep the half dtype.
-        self.compute_dtype = bb.pick_dtype(dtype, self.device_name)
+        self.compute_dtype = pick_dtype(dtype, self.device_name, "lrf.dtype")
         self.autocast = self.compute_dtype != torch.float32 and not lora and train_backbone != "heads"
         model, self.tokenizer, self.is_causal, self.backbone_path = bb.load_backbone(
             backbone, "float32" if self.autocast else dtype, self.device_name)

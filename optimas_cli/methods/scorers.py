@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from optimas_cli.devices import pick_device
 from optimas_cli.lrf import backbone as bb
 from optimas_cli.lrf.text import format_value
 from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory
@@ -117,7 +118,7 @@ class TextEmbedder:
         import torch
 
         self._torch = torch
-        self.device = bb.pick_device(device)
+        self.device = pick_device(device, "method.device")
         self.model, self.tokenizer, causal, self.where = bb.load_backbone(backbone, dtype, self.device)
         self.model.eval()
         self.pooling = "last" if causal else "mean"

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import torch
 
+from optimas_cli.devices import pick_device
 from optimas_cli.errors import UserError
 from optimas_cli.lm.local.model import render_chat
 
@@ -43,15 +44,13 @@ class NodePolicies:
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from optimas_cli.lm.local.model import resolve_device
-
         lora = dict(lora or {})
         self.tokenizer = AutoTokenizer.from_pretrained(base_model_path)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         # float32 weights everywhere (LoRA steps this small round away in bfloat16); on a GPU the forward
         # passes run in bfloat16 under autocast, as GRPO's do. Log-probs come back on the CPU.
-        self.device = resolve_device(device)
+        self.device = pick_device(device, "device")
         self.autocast = self.device.startswith("cuda") and torch.cuda.is_bf16_supported()
         base = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32).to(self.device)
         self.max_positions = getattr(base.config, "max_position_embeddings", None) or 4096

@@ -20,12 +20,12 @@ from transformers import (
     StoppingCriteria,
 )
 
+from optimas_cli.devices import pick_device, pick_dtype
 from optimas_cli.errors import UserError
 from optimas_cli.lm.adapters import adapter_fingerprint, adapter_folder
 
 log = logging.getLogger(__name__)
 
-DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
 # Base models have no chat template: turns are written as "User: ..." / "Assistant: ..." lines and
 # generation stops when the model starts the next user turn.
 PLAIN_USER_TURN = "\nUser:"
@@ -94,14 +94,14 @@ class LocalModel:
     """A causal LM loaded from a transformers folder, with a cache of LoRA adapters."""
 
     def __init__(self, name: str, folder: Path, dtype: str = "auto", device: str = "auto", max_adapters: int = 8):
-        self.device = resolve_device(device)
-        dtype = resolve_dtype(dtype, self.device)
+        self.device = pick_device(device, "lm.device")
+        dtype = pick_dtype(dtype, self.device, "lm.dtype")
         self.name, self.folder = name, Path(folder)
         self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
         self.tokenizer.padding_side = "left"  # decoder-only batches pad on the left
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(self.folder, dtype=DTYPES[dtype]).to(self.device).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(self.folder, dtype=dtype).to(self.device).eval()
         self.chat_template = bool(self.tokenizer.chat_template)
         # A fast tokenizer keeps its padding setting in shared state that every call rewrites: the provider
         # counts prompt tokens on the client's threads while the batcher encodes a padded batch, and an
@@ -265,28 +265,6 @@ def render_chat(tokenizer, messages: list[dict]) -> str:
         else:
             parts.append(f"User: {content}")
     return "\n".join(parts) + "\nAssistant:"
-
-
-def resolve_device(device: str) -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"device {device!r} asked for, but torch sees no CUDA GPU", "set lm.device: cpu (or auto)")
-    return device
-
-
-def resolve_dtype(dtype: str, device: str) -> str:
-    """'auto' is bfloat16 on a GPU and float32 on a CPU.
-
-    Measured on this project's 2-core AVX2 CPU (no AVX512-BF16): SmolLM2-135M bf16 forward passes
-    were 2.4x slower than float32 for a batch of 8 single-token decode steps and 5.3x slower for a
-    64-token prefill, because the CPU has no bf16 matmul units and torch converts on the fly.
-    """
-    if dtype == "auto":
-        return "bfloat16" if device.startswith("cuda") else "float32"
-    if dtype not in DTYPES:
-        raise UserError(f"unknown dtype {dtype!r} for a local model", f"use auto or one of {sorted(DTYPES)}")
-    return dtype
 
 
 def completion_length(new_ids: list[int], eos_ids: list[int], pad_id: int | None) -> tuple[int, bool]:

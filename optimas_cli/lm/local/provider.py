@@ -44,7 +44,7 @@ class LocalProvider(CustomLLM):
 
     def __init__(self) -> None:
         super().__init__()
-        self.dtype = "auto"  # bfloat16 on a GPU, float32 on a CPU (see local_model.resolve_dtype)
+        self.dtype = "auto"  # bfloat16 on a GPU, float32 on a CPU (see optimas_cli/devices.py)
         self.device = "auto"
         self.max_batch_size = 32
         self.max_batch_tokens: int | None = 16384  # rows x (longest prompt + max new tokens) per generate
