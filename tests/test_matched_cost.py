@@ -159,3 +159,24 @@ def test_a_matched_loop_stops_before_a_local_search_whose_proposal_it_could_not_
     assert ctx.ledger.equivalent_runs() == pytest.approx(outcome.history[-1].runs_so_far, abs=0.01)
     # a search is expected to cost what the component's costliest earlier search did: the cap holds
     assert all(e.details["local_runs"] > 0 for e in outcome.history) and ctx.ledger.equivalent_runs() <= 80.0
+
+
+def test_a_first_local_search_is_expected_to_cost_what_a_search_of_its_kind_did():
+    """Before a component's first search, the least a search of the same configuration kind spent is the
+    estimate (random reward s0 on Amazon: the analyzer's first GRPO search cost the 21.3 runs each profiler
+    search had, then its validation did not fit under the cap); afterwards its own costliest search is."""
+    from optimas_cli.optim.history import HistoryEntry
+    from optimas_cli.optim.loop import local_spend_seen
+
+    def searched(name: str, kind: str, runs: float) -> HistoryEntry:
+        entry = HistoryEntry(iteration=1, component=name, val_before=8, val_after=8, accepted=False,
+                             runs_so_far=0.0, kind=kind)
+        entry.details["local_runs"] = runs
+        return entry
+
+    history = [searched("profiler", "weights", 21.3), searched("profiler", "weights", 25.0),
+               searched("decider", "prompt", 16.0)]
+    assert local_spend_seen(history, "analyzer", "weights") == 21.3
+    assert local_spend_seen(history + [searched("analyzer", "weights", 30.0)], "analyzer", "weights") == 30.0
+    assert local_spend_seen(history, "decider", "prompt") == 16.0
+    assert local_spend_seen(history, "router", "choice") == 0.0
