@@ -212,3 +212,27 @@ def test_stage2_cannot_lower_validation_through_the_routes(tmp_path, adapted_fav
         assert entry.details["val_after_adaptation"] == pytest.approx(5 * 0.2)
     else:
         assert entry.details["adaptation"] == "kept" and int(lrf.favourite.item()) == 3
+
+
+@pytest.mark.parametrize("matched", [True, False])
+def test_an_accepted_update_with_no_room_left_to_prepare_the_next_iteration(tmp_path, matched):
+    """Cap 17: the opening (8 runs) and the proposal's validation pass (2.5) fit, re-running the search sample
+    from the update (1.5) does not. At a matched loop's planned end the validated update stands (optimas_no_adapt
+    s0 on Amazon lost a gate-accepted decider prompt there); under a cap a resume may raise, the iteration is
+    left to the resume, which redoes it whole."""
+    from optimas_cli.system.caps import BudgetCaps
+
+    pipeline, _ = make_pipeline()
+    ctx = RunContext(ledger=RunLedger(len(pipeline.system)))
+    ctx.caps = BudgetCaps(max_runs=17.0, spent=lambda: {"max_runs": ctx.ledger.equivalent_runs()})
+    settings = LoopSettings(iterations=1, search_size=3, optimizer={"choice": {"temperature": 0.01}}, until_cap=matched)
+    adapted = []
+    loop = OptimasLoop(pipeline, pipeline.splits.train, pipeline.splits.val, ctx, Prefers(3), settings,
+                       RunFolder(tmp_path), adapt=lambda config, ctx: adapted.append(config))
+    config, history = loop.run()
+    assert adapted == [] and ctx.ledger.equivalent_runs() <= 17.0
+    if matched:
+        assert config["pick"] == 3 and len(history) == 1 and history[0].accepted
+        assert "no room" in history[0].note and ctx.caps.stopped is None  # the planned end, not a stop
+    else:
+        assert config["pick"] == 0 and history == [] and ctx.caps.stopped is not None

@@ -205,7 +205,7 @@ class OptimasLoop:
             if idle >= self.settings.iterations:
                 log.info("matched cost: %d iterations in a row spent nothing; the loop ends under its cap", idle)
                 break
-            spent_before = self.ctx.ledger.equivalent_runs()
+            spent_before, last = self.ctx.ledger.equivalent_runs(), False
             name = self.scheduler.pick(t, history, rng, self.schedulable() if self.schedulable else None)
             component = self.system.components[name]
             # A proposal the cap leaves no room to validate can never be accepted: stop before its local search,
@@ -249,18 +249,28 @@ class OptimasLoop:
                 entry.gate = decision.to_dict()
                 if decision.accepted:
                     validation_pass.keep()  # the paper charges accepted updates' validation only
-                    # Then the search sample re-runs from this component, and Stage 2 adapts: each a unit.
-                    if cap_reached(self.ctx, {"max_runs": self.system.rerun_cost(name, len(search), candidate)}):
+                    # Then the search sample re-runs from this component, and Stage 2 adapts: each a unit that
+                    # only prepares the next iteration. Under a run cap that a resume may raise, no room for them
+                    # ends the loop before the update (the checkpoint's: a resume redoes the whole iteration);
+                    # at a matched loop's planned end the validated update stands and the loop ends after it.
+                    no_room = cap_reached(self.ctx, {"max_runs": self.system.rerun_cost(name, len(search), candidate)})
+                    if no_room and not until_cap:
                         break
                     previous = config
                     config, val_trajs, val_scores = candidate, cand_trajs, cand_scores
-                    search = self.system.run_from(name, search, config, sctx)
-                    self._observe(search, config)
                     entry.accepted, entry.val_after = True, sum(cand_scores)
-                    if self.adapt is not None and cap_reached(self.ctx, self._adaptation_ahead(config, len(search))):
-                        config = previous  # the checkpoint's: a resume redoes the whole iteration
-                        break
-                    if self.adapt is not None:
+                    if not no_room:
+                        search = self.system.run_from(name, search, config, sctx)
+                        self._observe(search, config)
+                        no_room = self.adapt is not None and cap_reached(
+                            self.ctx, self._adaptation_ahead(config, len(search)))
+                        if no_room and not until_cap:
+                            config = previous
+                            break
+                    if no_room:
+                        last = True
+                        entry.note = "accepted; the matched cap leaves no room to prepare another iteration"
+                    elif self.adapt is not None:
                         val_trajs, val_scores, search = self._adapt(config, val_trajs, val_scores, search, entry,
                                                                     vctx, sctx)
             else:
@@ -273,6 +283,8 @@ class OptimasLoop:
                 self.on_iteration(entry)
             log.info("iteration %d: %s %s (val %.4f -> %.4f)", t + 1, name,
                      "accepted" if entry.accepted else "rejected", entry.val_before, entry.val_after)
+            if last:
+                break
         if until_cap and self.ctx.caps.stopped is not None and self.ctx.caps.stopped.cap == "max_runs":
             log.info("matched cost: %s; the loop ends there, as planned", self.ctx.caps.stopped)
             self.ctx.caps.stopped = None  # the run's planned end, not a stop to resume from
