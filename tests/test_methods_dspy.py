@@ -35,7 +35,7 @@ def test_optimizes_the_instructions_of_the_capitals_toy(tmp_path):
     outcome, test, ctx = optimize_and_test(DSPyMIPRO(budget=smoke_budget(iterations=3)), pipeline, pipeline.splits,
                                            lm, tmp_path)
     info = outcome.extras["dspy"]
-    assert info["status"] == "optimized" and info["parse_failures"] == 0
+    assert info["status"] == "optimized" and info["parse_failures"] == 0 and info["lm_proposals"] == "used"
     assert info["num_candidates"] == 3 and info["num_trials"] == 3  # smoke: 2 new instructions + the original
     assert outcome.config["answerer"] == GOOD_INSTRUCTION and test["mean"] == 1.0
     assert info["best_val_mean"] == 1.0
@@ -88,13 +88,27 @@ def test_instructions_only_is_an_option(tmp_path):
     assert info["best_val_mean"] == 0.0 and test["mean"] == 0.0
 
 
-def test_unparseable_proposer_replies_are_counted_not_fatal(tmp_path):
+def test_unparseable_proposer_replies_are_counted_and_the_search_goes_on_without_them(tmp_path):
+    """MIPROv2's proposer raises on an unparseable reply; its LM candidates are dropped and the trials
+    search what is left: the original instruction and the pool (here, a shipped alternative)."""
     pipeline = capitals()
+    pipeline.system.components["answerer"].alternatives = (GOOD_INSTRUCTION,)
     lm = ScriptedLM(lambda req: capitals_reply(req) or "Sure! The instruction could be clearer.")
-    outcome, test, _ = optimize_and_test(DSPyMIPRO(budget=smoke_budget()), pipeline, pipeline.splits, lm, tmp_path)
+    method = DSPyMIPRO(budget=smoke_budget(iterations=4), proposer="mixed", few_shot=False)
+    outcome, test, _ = optimize_and_test(method, pipeline, pipeline.splits, lm, tmp_path)
     info = outcome.extras["dspy"]
     assert info["parse_failures"] > 0 and info["parse_failure_excerpts"][0].startswith("Sure!")
-    assert info["status"] == "failed" and "AdapterParseError" in info["error"]
+    assert info["status"] == "optimized" and info["lm_proposals"].startswith("failed, dropped: AdapterParseError")
+    assert len(outcome.history) > 1  # the trials ran
+    assert outcome.config["answerer"] == GOOD_INSTRUCTION and test["mean"] == 1.0
+
+
+def test_without_a_pool_a_failed_proposer_leaves_the_original_instructions(tmp_path):
+    pipeline = capitals()
+    lm = ScriptedLM(lambda req: capitals_reply(req) or "Sure! The instruction could be clearer.")
+    method = DSPyMIPRO(budget=smoke_budget(), proposer="lm", few_shot=False)
+    outcome, test, _ = optimize_and_test(method, pipeline, pipeline.splits, lm, tmp_path)
+    assert outcome.extras["dspy"]["lm_proposals"].startswith("failed, dropped")
     assert outcome.config == pipeline.system.default_config() and test["mean"] == 0.0
 
 

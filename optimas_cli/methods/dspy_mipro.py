@@ -39,9 +39,14 @@ many trials as the run cap can pay for: one trial re-runs at least one of the K 
 evaluated example, so at most cap x K / examples trials; the cap stops the search where it is spent.
 
 A weak local model often breaks DSPy's structured output ([[ ## field ## ]] sections). Every
-failed adapter parse is counted (extras["dspy"]["parse_failures"], with a few excerpts); when a
-failure aborts MIPROv2 itself, the run keeps the default instructions and records the error.
-DSPy's results are used as they come, never patched.
+failed adapter parse is counted (extras["dspy"]["parse_failures"], with a few excerpts). MIPROv2's
+instruction proposer has no fallback: one unparseable proposal raises and would end the whole
+search before its first trial, leaving a matched-cost baseline that spent a few minutes and tested
+the defaults. So when the proposer fails, its LM-written candidates are dropped as a whole (the
+error is recorded in extras["dspy"]["lm_proposals"]) and MIPROv2 goes on with the candidates it
+still has: the original instruction, the pool's under `mixed`, and its bootstrapped demo sets. A
+parse failure anywhere else still stops MIPROv2; the run then keeps the default instructions and
+records the error. DSPy's results are used as they come, never patched.
 """
 from __future__ import annotations
 
@@ -307,11 +312,19 @@ class RunMIPROv2(dspy.MIPROv2):
                  **kwargs):
         super().__init__(*args, **kwargs)
         self.ctx, self.extra_instructions, self.lm_proposals = ctx, extra_instructions, lm_proposals
+        self.lm_proposal_status = "used" if lm_proposals else "off"
 
     def _propose_instructions(self, program, trainset, demo_candidates, *args, **kwargs):
+        candidates = None
         if self.lm_proposals:
-            candidates = super()._propose_instructions(program, trainset, demo_candidates, *args, **kwargs)
-        else:
+            try:
+                candidates = super()._propose_instructions(program, trainset, demo_candidates, *args, **kwargs)
+            except AdapterParseError as exc:  # the proposer has no fallback; the search can go on without it
+                self.lm_proposal_status = f"failed, dropped: {type(exc).__name__}: {str(exc)[:EXCERPT_CHARS]}"
+                log.warning("DSPy MIPROv2's instruction proposer could not parse its LM's reply; searching the "
+                            "original instruction%s and the demo sets without LM-written candidates",
+                            ", the pool" if self.extra_instructions else "")
+        if candidates is None:
             candidates = {i: [p.signature.instructions] for i, p in enumerate(program.predictors())}
         for i, (attribute, _) in enumerate(program.named_predictors()):
             candidates[i] += [t for t in self.extra_instructions.get(attribute, []) if t not in candidates[i]]
@@ -435,7 +448,7 @@ class DSPyMIPRO(Method):
                 best = optimizer.compile(program, trainset=trainset, valset=valset, num_trials=num_trials,
                                          minibatch=self.minibatch, minibatch_size=min(self.minibatch_size, len(valset)),
                                          seed=self.seed, **self.grounded)
-            except AdapterParseError as exc:  # a weak model's unparseable reply aborted MIPROv2 itself
+            except AdapterParseError as exc:  # a weak model's unparseable reply outside the proposer stopped MIPROv2
                 status, error = "failed", f"{type(exc).__name__}: {str(exc)[:EXCERPT_CHARS]}"
                 log.warning("DSPy MIPROv2 stopped on a parse failure; keeping the default instructions: %s", error)
         values = runtime.prompt_values(best) if best is not None else {}
@@ -443,6 +456,7 @@ class DSPyMIPRO(Method):
         extras = {
             "status": status, "error": error, "parse_failures": observer.parse_failures,
             "parse_failure_excerpts": observer.failure_excerpts, "proposer_calls": engine.calls,
+            "lm_proposals": optimizer.lm_proposal_status,
             "num_candidates": self.num_candidates, "num_trials": num_trials, "components": prompt_names,
             "proposer": proposer, "pool_candidates": {n: len(extra.get(runtime.attribute[n], [])) for n in prompt_names},
             "few_shot": self.few_shot, **self.demos,
