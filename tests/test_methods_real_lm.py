@@ -1,8 +1,9 @@
 """DSPy and TextGrad through the real LM layer (LMClient -> litellm -> local provider) on the tiny random model.
 
 The tiny model writes gibberish, which is exactly a weak model's worst case: DSPy's structured output
-and TextGrad's <IMPROVED_VARIABLE> tags fail to parse. Both methods must finish, keep the default
-instructions they could not improve, count the failures, and leave their LM calls in the usage ledger.
+and TextGrad's <IMPROVED_VARIABLE> tags fail to parse. Both methods must finish, count the failures
+and leave their LM calls in the usage ledger; DSPy drops its unparsable proposals and searches on,
+TextGrad keeps the instructions it could not rewrite.
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def test_dspy_finishes_and_counts_parse_failures(small_capitals, tiny_lm, tmp_pa
     method = DSPyMIPRO(budget=smoke_budget(iterations=1), max_tokens=12, view_data_batch_size=3)
     outcome, test, _ = optimize_and_test(method, pipeline, splits, tiny_lm, tmp_path)
     info = outcome.extras["dspy"]
-    assert info["parse_failures"] > 0 and info["status"] in ("optimized", "failed")
-    assert outcome.config == pipeline.system.default_config() or info["status"] == "optimized"
+    assert info["parse_failures"] > 0 and info["status"] == "optimized"  # the search went on without them
+    assert info["lm_proposals"].startswith("failed, dropped: AdapterParseError")
     assert tiny_lm.usage.to_dict()["by_component"][PROPOSER_TAG]["calls"] == info["proposer_calls"]
     assert test["n"] == 2
 
