@@ -78,6 +78,28 @@ def test_reinforce_trains_both_nodes_from_global_rewards(tiny_model, tiny_lm, tm
     assert all(e.details["rollouts"] == 12 for e in outcome.history)
 
 
+def test_a_matched_cost_run_trains_until_the_run_cap_not_its_iterations(tiny_model, tiny_lm, tmp_path):
+    """budget.iterations=1, but matched (budget.max_runs_from): REINFORCE iterates until the cap, as the loop
+    methods, DSPy and TextGrad do (SysDPO and REINFORCE on Amazon had stopped after 3 of Optimas' 617 runs'
+    worth of iterations), and stops at the first iteration start past it."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from optimas_cli.system.caps import BudgetCaps
+
+    pipeline, splits = chain_with_an_observable_reward(tiny_model, SHORT)
+    ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=tiny_lm)
+    ctx.caps = BudgetCaps(max_runs=20.0, spent=lambda: {"max_runs": ctx.ledger.equivalent_runs()})
+    console = Console(file=StringIO(), width=200)
+    method = Reinforce(smoke_budget(iterations=1, search_size=3, max_runs_from="optimas"), rollouts=2,
+                       learning_rate=1e-3, console=console)
+    outcome = method.optimize(pipeline, splits, ctx.replace(phase="optimize"), RunFolder(tmp_path))
+    assert "until the matched cap of 20 executed runs" in console.file.getvalue()
+    assert len(outcome.history) > 1
+    assert outcome.history[-2].runs_so_far < 20.0 <= ctx.ledger.equivalent_runs()
+
+
 def test_sysdpo_needs_two_candidates_per_node():
     from optimas_cli.errors import UserError
 

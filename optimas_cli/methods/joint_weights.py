@@ -8,10 +8,13 @@ saves the updated adapters in a fresh folder and scores that configuration on th
 (re-running only the trainable nodes and what follows them). Training goes on from the updated
 adapters whatever the validation says (both methods are on-policy trainers, not a gated search);
 the configuration returned is the best validated one, the unoptimized one included, as every
-method here is selected on validation.
+method here is selected on validation. It runs budget.iterations iterations; in a matched-cost run
+(budget.max_runs_from) it iterates until the run cap, as the loop methods, DSPy and TextGrad do, so
+the baseline spends what the reference spent.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +28,8 @@ from optimas_cli.optim.node_policies import NodePolicies, NodeSegments, Segment,
 from optimas_cli.optim.rollouts import Rollout
 from optimas_cli.optim.weights import CONTRACT
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, Splits, SystemConfig
-from optimas_cli.system.caps import cap_reached
+from optimas_cli.system.budget import Budget
+from optimas_cli.system.caps import cap_reached, ends_at_run_cap, iterations_in_words
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.run_folder import RunFolder
 
@@ -42,6 +46,11 @@ class JointSettings:
     iterations: int
     batch_size: int  # training inputs rolled out per iteration
     lora: dict
+    until_cap: bool = False  # a matched-cost run: the run cap, not `iterations`, ends the training
+
+    @classmethod
+    def from_budget(cls, budget: Budget, lora: dict) -> JointSettings:
+        return cls(budget.iterations, budget.search_size, lora, until_cap=bool(budget.max_runs_from))
 
 
 def trainable_nodes(pipeline: Pipeline, method: str) -> list[str]:
@@ -81,10 +90,13 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
         val_trajs = system.run(splits.val, config, vctx)
         best_val = float(sum(rewards(pipeline, val_trajs)))
     best, history = config, []
-    console.print(f"[bold]{label}[/] · {settings.iterations} iterations · nodes {', '.join(nodes)} · val {best_val:.3f}")
-    for t in range(settings.iterations):
+    until_cap = ends_at_run_cap(settings.until_cap, ctx.caps)
+    console.print(f"[bold]{label}[/] · {iterations_in_words(settings.until_cap, settings.iterations, ctx.caps)}"
+                  f" · nodes {', '.join(nodes)} · val {best_val:.3f}")
+    for t in itertools.count() if until_cap else range(settings.iterations):
         if cap_reached(ctx):  # a safe point: the best configuration so far is saved
             break
+        runs_before = ctx.ledger.equivalent_runs()
         start = (t * settings.batch_size) % len(splits.train)
         examples = [splits.train[(start + i) % len(splits.train)] for i in range(min(settings.batch_size, len(splits.train)))]
         with ctx.ledger.timed("local_optimization"):
@@ -117,5 +129,8 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
                       f" {'accepted' if entry.accepted else 'kept'} · runs {entry.runs_so_far:.1f}")
         log.info("%s iteration %d: %s", label, t + 1,
                  {k: v for k, v in entry.to_dict().items() if k != "details"} | {"mean_reward": entry.details["mean_reward"]})
+        if until_cap and ctx.ledger.equivalent_runs() <= runs_before:  # nothing spent: the cap would never come
+            log.warning("%s iteration %d spent no system run; stopping before the cap", label, t + 1)
+            break
     return MethodOutcome(config=best, history=history,
                          extras={label: {"trainable_nodes": nodes, "base_model": base, "best_validation": best_val}})

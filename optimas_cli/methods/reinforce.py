@@ -37,7 +37,7 @@ class Reinforce(Method):
             details = reinforce_step(policies, optimizer, [node_segments(policies, r) for r in rollouts], scores)
             return {"updated": details["loss"] is not None, **details}
 
-        settings = JointSettings(self.budget.iterations, self.budget.search_size, self.lora)
+        settings = JointSettings.from_budget(self.budget, self.lora)
         outcome = optimize_jointly(pipeline, splits, ctx, folder, settings, self.name, sample, update, self.console)
         outcome.extras[self.name].update(rollouts=self.rollouts, temperature=self.branching.temperature)
         return outcome

@@ -86,7 +86,7 @@ class SysDPO(Method):
             trainer = SysDPOTrainer(policies, pairs, self.beta, optimizers["adamw"])
             return {"updated": True, **trainer.train(self.steps, self.batch_size, seed=self.seed + iteration)}
 
-        settings = JointSettings(self.budget.iterations, self.budget.search_size, self.lora)
+        settings = JointSettings.from_budget(self.budget, self.lora)
         outcome = optimize_jointly(pipeline, splits, ctx, folder, settings, self.name, sample, update, self.console)
         outcome.extras[self.name].update(variant=self.variant, final_output_node=final,
                                          sampling=self.branching.sampling, k=self.branching.k, beta=self.beta,

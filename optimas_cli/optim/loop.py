@@ -24,7 +24,7 @@ from optimas_cli.optim.settings import ChoiceSettings, WeightsSettings, typed
 from optimas_cli.progress import phase
 from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory, route_of
 from optimas_cli.system.budget import Budget
-from optimas_cli.system.caps import cap_reached
+from optimas_cli.system.caps import cap_reached, ends_at_run_cap, iterations_in_words
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
 from optimas_cli.system.run_folder import RunFolder, adapters_found_in, uncounted
@@ -77,13 +77,11 @@ class LoopSettings:
 
     def ends_at_cap(self, caps) -> bool:
         """Whether the run cap, not `iterations`, ends the loop under the run's caps."""
-        return self.until_cap and caps is not None and caps.max_runs is not None
+        return ends_at_run_cap(self.until_cap, caps)
 
     def length(self, caps) -> str:
         """How long the loop runs under the run's caps, in the words the terminal prints at its start."""
-        if self.ends_at_cap(caps):
-            return f"iterations until the matched cap of {caps.max_runs:g} executed runs"
-        return f"{self.iterations} iterations"
+        return iterations_in_words(self.until_cap, self.iterations, caps)
 
 
 def local_spend_seen(history: Sequence[HistoryEntry], name: str, kind: str) -> float:

@@ -114,3 +114,16 @@ def cap_reached(ctx, ahead: Mapping[str, float] | None = None) -> bool:
     except BudgetExhausted:
         return True
     return False
+
+
+def ends_at_run_cap(matched: bool, caps: BudgetCaps | None) -> bool:
+    """Whether the run cap, not an iteration count, ends a matched-cost run's search (budget.max_runs_from
+    set its max_runs), so the baseline spends what the reference spent."""
+    return matched and caps is not None and caps.max_runs is not None
+
+
+def iterations_in_words(matched: bool, iterations: int, caps: BudgetCaps | None) -> str:
+    """How long such a search runs, in the words the terminal prints at its start."""
+    if ends_at_run_cap(matched, caps):
+        return f"iterations until the matched cap of {caps.max_runs:g} executed runs"
+    return f"{iterations} iterations"
