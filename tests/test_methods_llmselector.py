@@ -73,3 +73,20 @@ def test_a_baseline_stops_at_a_budget_cap_and_still_reports(tmp_path):
     assert proc.returncode == 3, proc.stderr  # a cap's stop exits 3 in every task (issue 26 item 12: was 0 here)
     results = json.loads((out / "results.json").read_text())
     assert results["stopped"] == "max_runs" and results["history"] == [] and results["test"]["n"] > 0
+
+
+def test_a_matched_cost_run_searches_until_its_allocation_converges_not_for_its_iterations(tmp_path):
+    """budget.iterations=1, but matched (budget.max_runs_from): the confirming round runs too, as every matched
+    method spends toward the reference's cap instead of stopping at budget.iterations."""
+    from optimas_cli.system import RunContext, RunLedger
+    from optimas_cli.system.caps import BudgetCaps
+    from optimas_cli.system.run_folder import RunFolder
+
+    pipeline = two_models()
+    for matched, rounds in ((None, 1), ("optimas", 2)):
+        ctx = RunContext(RunLedger(len(pipeline.system)), lm=two_models_lm())
+        ctx.caps = BudgetCaps(max_runs=100.0, spent=lambda ctx=ctx: {"max_runs": ctx.ledger.equivalent_runs()})
+        method = LLMSelector(budget=smoke_budget(iterations=1, max_runs_from=matched))
+        outcome = method.optimize(pipeline, pipeline.splits, ctx.replace(phase="optimize"),
+                                  RunFolder(tmp_path / str(matched)))
+        assert outcome.extras["llmselector"]["rounds_run"] == rounds and ctx.caps.stopped is None

@@ -4,7 +4,8 @@ Greedy coordinate ascent, as in the paper's allocation search: in each round, fo
 component in turn, try every candidate model with the other components' models fixed, estimate
 the system's performance (mean global reward) on a training sample, and keep the best model —
 switching only on a strictly higher estimate. Rounds repeat until an allocation survives a whole
-round unchanged, or `rounds` (default: the budget's iterations) is spent.
+round unchanged, or `rounds` (default: the budget's iterations) is spent; a matched-cost run
+(budget.max_runs_from) without an explicit `rounds` has no round limit, only the reference's run cap.
 
 Each estimate is a real run of the system on the sample, counted in the ledger under
 "local_optimization". Components upstream of the one being varied are not re-executed: their
@@ -20,6 +21,7 @@ Model-choice components are CHOICE components whose single output names a model 
 """
 from __future__ import annotations
 
+import itertools
 import statistics
 
 from optimas_cli.errors import UserError
@@ -29,7 +31,7 @@ from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.progress import track
 from optimas_cli.system import ConfigKind, Pipeline, SystemConfig
 from optimas_cli.system.budget import Budget
-from optimas_cli.system.caps import cap_reached
+from optimas_cli.system.caps import cap_reached, ends_at_run_cap, iterations_in_words
 from optimas_cli.system.evaluate import rewards
 
 APPLIES_TO = "pubmedqa (context_model_selector, solver_model_selector) and toy_model_selector"
@@ -69,6 +71,8 @@ class LLMSelector(Method):
         super().__init__(name, budget, console)
         self.components = list(components) if components else None
         self.rounds = int(rounds if rounds is not None else budget.iterations)
+        # matched cost: the run cap, not budget.iterations, ends the search (an explicit `rounds` still bounds it)
+        self.until_cap = rounds is None and bool(budget.max_runs_from)
         self.sample_size = int(sample_size if sample_size is not None else budget.search_size)
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
@@ -85,10 +89,15 @@ class LLMSelector(Method):
         with ctx.ledger.timed("local_optimization"):
             trajs = system.run(sample, config, octx)
         score = measured[input_key(config.to_dict())] = estimate(trajs)
-        self.console.print(f"[bold]llmselector[/] · {names} · {len(sample)} training examples · start {score:.3f}")
+        rounds_words = iterations_in_words(self.until_cap, self.rounds, ctx.caps).replace("iterations", "rounds")
+        self.console.print(f"[bold]llmselector[/] · {names} · {len(sample)} training examples · {rounds_words}"
+                           f" · start {score:.3f}")
         history: list[HistoryEntry] = []
         rounds_run = 0
-        for rnd in track(range(1, self.rounds + 1), "llmselector rounds", lm=ctx.lm):
+        # Unbounded rounds still end: allocations are finite, none is measured twice, and a round that
+        # changes nothing stops the search.
+        rounds = itertools.count(1) if ends_at_run_cap(self.until_cap, ctx.caps) else range(1, self.rounds + 1)
+        for rnd in track(rounds, "llmselector rounds", lm=ctx.lm):
             if cap_reached(ctx):  # a safe point: the allocation so far is saved
                 break
             rounds_run = rnd
