@@ -11,12 +11,18 @@ the configuration returned is the best validated one, the unoptimized one includ
 method here is selected on validation. It runs budget.iterations iterations; in a matched-cost run
 (budget.max_runs_from) it iterates until the run cap, as the loop methods, DSPy and TextGrad do, so
 the baseline spends what the reference spent.
+
+Every iteration is checkpointed (`<method>_state.json`: iterations done, the current and the best
+configuration, history; the AdamW state beside the iteration's adapters; the run's accounts), so a
+killed run resumes at the next iteration with the adapters and optimizer moments it had, instead of
+training everything again.
 """
 from __future__ import annotations
 
 import itertools
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -31,9 +37,15 @@ from optimas_cli.system import ConfigKind, Pipeline, RunContext, Splits, SystemC
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.caps import cap_reached, ends_at_run_cap, iterations_in_words
 from optimas_cli.system.evaluate import rewards
-from optimas_cli.system.run_folder import RunFolder
+from optimas_cli.system.run_folder import RunFolder, adapters_found_in, uncounted
 
 log = logging.getLogger("optimas")
+OPTIMIZER_FILE = "optimizer.pt"  # the AdamW state after an iteration's update, beside its adapters
+
+
+def state_file(label: str) -> str:
+    """The checkpoint a killed run resumes from: iterations done, current and best configuration, history."""
+    return f"{label}_state.json"
 
 # update(policies, rollouts, rewards, iteration) -> a log dict; "updated": False when nothing was trained
 Update = Callable[[NodePolicies, list[Rollout], list[float], int], dict]
@@ -47,10 +59,12 @@ class JointSettings:
     batch_size: int  # training inputs rolled out per iteration
     lora: dict
     until_cap: bool = False  # a matched-cost run: the run cap, not `iterations`, ends the training
+    learning_rate: float = 1e-4  # the AdamW kept over all adapters for the whole training
 
     @classmethod
-    def from_budget(cls, budget: Budget, lora: dict) -> JointSettings:
-        return cls(budget.iterations, budget.search_size, lora, until_cap=bool(budget.max_runs_from))
+    def from_budget(cls, budget: Budget, lora: dict, learning_rate: float = 1e-4) -> JointSettings:
+        return cls(budget.iterations, budget.search_size, lora, until_cap=bool(budget.max_runs_from),
+                   learning_rate=float(learning_rate))
 
 
 def trainable_nodes(pipeline: Pipeline, method: str) -> list[str]:
@@ -82,23 +96,35 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
     if not splits.train:
         raise UserError(f"{label} needs training inputs, but the train split is empty", "raise budget.train_size")
     config = system.default_config()
-    policies = NodePolicies(base, {n: config[n] for n in nodes}, settings.lora)
     vctx, octx = ctx.replace(phase="validation"), ctx.replace(phase="local_optimization")
     # Validation re-runs the trainable nodes that no other trainable node feeds, and what follows them.
     roots = [n for n in nodes if not any(n in system.downstream(m) for m in nodes if m != n)]
-    with ctx.ledger.timed("validation"):
+    state = folder.read_json(state_file(label))
+    # The initial configuration's validation trajectories feed every later validation; a resumed run
+    # rebuilds them uncounted (the checkpoint's accounts hold them).
+    with uncounted(ctx) if state else nullcontext(), ctx.ledger.timed("validation"):
         val_trajs = system.run(splits.val, config, vctx)
         best_val = float(sum(rewards(pipeline, val_trajs)))
-    best, history = config, []
+    best, history, start = config, [], 0
+    if state:
+        start, best_val = state["iteration"], state["best_val"]
+        history = [HistoryEntry.from_dict(e) for e in state["history"]]
+        config = SystemConfig(adapters_found_in(state["config"], folder.path))  # the folder may have moved
+        best = SystemConfig(adapters_found_in(state["best"], folder.path))
+        log.info("resuming %s after iteration %d", label, start)
+    policies = NodePolicies(base, {n: config[n] for n in nodes}, settings.lora, learning_rate=settings.learning_rate)
+    if state and state["optimizer"]:
+        policies.load_optimizer(folder.path / state["optimizer"])
+    optimizer_file = state["optimizer"] if state else None
     until_cap = ends_at_run_cap(settings.until_cap, ctx.caps)
     console.print(f"[bold]{label}[/] · {iterations_in_words(settings.until_cap, settings.iterations, ctx.caps)}"
-                  f" · nodes {', '.join(nodes)} · val {best_val:.3f}")
-    for t in itertools.count() if until_cap else range(settings.iterations):
-        if cap_reached(ctx):  # a safe point: the best configuration so far is saved
+                  f" · nodes {', '.join(nodes)} · val {best_val:.3f}" + (f" · resumed after iteration {start}" if state else ""))
+    for t in itertools.count(start) if until_cap else range(start, settings.iterations):
+        if cap_reached(ctx):  # a safe point: the last iteration is checkpointed
             break
         runs_before = ctx.ledger.equivalent_runs()
-        start = (t * settings.batch_size) % len(splits.train)
-        examples = [splits.train[(start + i) % len(splits.train)] for i in range(min(settings.batch_size, len(splits.train)))]
+        first = (t * settings.batch_size) % len(splits.train)
+        examples = [splits.train[(first + i) % len(splits.train)] for i in range(min(settings.batch_size, len(splits.train)))]
         with ctx.ledger.timed("local_optimization"):
             rollouts = sample(config, examples, octx, t)
             scores = rewards(pipeline, [r.trajectory for r in rollouts])
@@ -108,8 +134,11 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
                              details={"rollouts": len(rollouts), "mean_reward": round(sum(scores) / len(scores), 5),
                                       **details})
         if details.get("updated"):
-            for node, adapter in policies.save(folder.file(f"adapters/iteration-{t + 1}")).items():
+            saved = folder.file(f"adapters/iteration-{t + 1}")
+            for node, adapter in policies.save(saved).items():
                 config = config.replace(node, adapter)
+            optimizer_file = f"adapters/iteration-{t + 1}/{OPTIMIZER_FILE}"
+            policies.save_optimizer(folder.path / optimizer_file)
             with ctx.ledger.timed("validation"), ctx.ledger.provisional() as validation_pass:
                 trajs = system.run_changed(roots, val_trajs, config, vctx)
                 candidate = float(sum(rewards(pipeline, trajs)))
@@ -124,6 +153,11 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
         history.append(entry)
         folder.write_json(f"{label}_history.json", [e.to_dict() for e in history])
         best.save(folder.file("best_config.json"))
+        # Accounts before the state that marks the iteration done: a kill between them redoes it, counted once.
+        folder.save_accounts(ctx)
+        folder.write_json(state_file(label), {
+            "iteration": t + 1, "config": config.to_dict(), "best": best.to_dict(), "best_val": best_val,
+            "optimizer": optimizer_file, "history": [e.to_dict() for e in history]})
         console.print(f"  iter {t + 1:>3} · mean reward {entry.details['mean_reward']:.3f} · val {entry.val_before:.3f}"
                       f" → {entry.val_candidate if entry.val_candidate is not None else '-'}"
                       f" {'accepted' if entry.accepted else 'kept'} · runs {entry.runs_so_far:.1f}")

@@ -7,8 +7,6 @@ updates all nodes' adapters together. No local reward function, no preference pa
 """
 from __future__ import annotations
 
-import torch
-
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.methods.joint_weights import JointSettings, node_segments, optimize_jointly, trainable_nodes
 from optimas_cli.optim.reinforce import reinforce_step
@@ -26,18 +24,16 @@ class Reinforce(Method):
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         nodes = trainable_nodes(pipeline, self.name)
-        optimizers = {}  # one AdamW over the adapters, kept across iterations
 
         def sample(config, examples, octx, iteration):
             return sample_rollouts(pipeline.system, examples, config, octx, nodes, self.branching,
                                    rollouts=self.rollouts, sample_index=iteration * self.rollouts)
 
         def update(policies, rollouts, scores, iteration):
-            optimizer = optimizers.setdefault("adam", torch.optim.AdamW(policies.parameters, lr=self.learning_rate))
-            details = reinforce_step(policies, optimizer, [node_segments(policies, r) for r in rollouts], scores)
+            details = reinforce_step(policies, policies.optimizer, [node_segments(policies, r) for r in rollouts], scores)
             return {"updated": details["loss"] is not None, **details}
 
-        settings = JointSettings.from_budget(self.budget, self.lora)
+        settings = JointSettings.from_budget(self.budget, self.lora, self.learning_rate)
         outcome = optimize_jointly(pipeline, splits, ctx, folder, settings, self.name, sample, update, self.console)
         outcome.extras[self.name].update(rollouts=self.rollouts, temperature=self.branching.temperature)
         return outcome

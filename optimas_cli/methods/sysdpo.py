@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-import torch
-
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.methods.joint_weights import JointSettings, node_segments, optimize_jointly, trainable_nodes
@@ -61,7 +59,6 @@ class SysDPO(Method):
         system = pipeline.system
         nodes = trainable_nodes(pipeline, self.name)
         final = final_output_node(system, nodes)
-        optimizers: dict[str, torch.optim.Optimizer] = {}  # one AdamW, built with the adapters, kept after
 
         def sample(config, examples, octx, iteration):
             # DBS is deterministic; temperature sampling draws fresh candidates each iteration.
@@ -81,12 +78,10 @@ class SysDPO(Method):
             pairs = [pair for group in by_input.values() for pair in pairs_of(group)]
             if not pairs:
                 return {"updated": False, "pairs": 0, "note": "every final output of every input tied"}
-            if "adamw" not in optimizers:
-                optimizers["adamw"] = torch.optim.AdamW(policies.parameters, lr=self.learning_rate)
-            trainer = SysDPOTrainer(policies, pairs, self.beta, optimizers["adamw"])
+            trainer = SysDPOTrainer(policies, pairs, self.beta, policies.optimizer)
             return {"updated": True, **trainer.train(self.steps, self.batch_size, seed=self.seed + iteration)}
 
-        settings = JointSettings.from_budget(self.budget, self.lora)
+        settings = JointSettings.from_budget(self.budget, self.lora, self.learning_rate)
         outcome = optimize_jointly(pipeline, splits, ctx, folder, settings, self.name, sample, update, self.console)
         outcome.extras[self.name].update(variant=self.variant, final_output_node=final,
                                          sampling=self.branching.sampling, k=self.branching.k, beta=self.beta,

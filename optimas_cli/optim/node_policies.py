@@ -37,10 +37,12 @@ NodeSegments = Mapping[str, Segment]  # one trajectory: trainable node -> its se
 
 
 class NodePolicies:
-    """`adapters` maps each trainable node to its current adapter folder (None: a fresh LoRA)."""
+    """`adapters` maps each trainable node to its current adapter folder (None: a fresh LoRA). One AdamW
+    over all adapters (`optimizer`) is kept for the whole training, so its moment estimates carry over
+    from one update to the next; a checkpoint saves it beside the adapters."""
 
     def __init__(self, base_model_path: str, adapters: Mapping[str, str | None], lora: Mapping | None = None,
-                 device: str = "auto"):
+                 device: str = "auto", learning_rate: float = 1e-4):
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -69,6 +71,7 @@ class NodePolicies:
         self.parameters = [p for n, p in self.model.named_parameters() if "lora_" in n]
         self._trainable()
         self.model.train()
+        self.optimizer = torch.optim.AdamW(self.parameters, lr=float(learning_rate))
 
     def _trainable(self) -> None:
         # peft's set_adapter freezes the other adapters; every node's LoRA trains from the joint loss.
@@ -151,6 +154,16 @@ class NodePolicies:
                 raise RuntimeError(f"peft wrote no adapter for {node!r} under {out_dir}")
             folders[node] = str(folder)
         return folders
+
+
+    def save_optimizer(self, path: Path) -> None:
+        """The optimizer's state (moments, step counts), written whole or not at all."""
+        partial = path.with_name(path.name + ".partial")
+        torch.save(self.optimizer.state_dict(), partial)
+        partial.replace(path)
+
+    def load_optimizer(self, path: Path) -> None:
+        self.optimizer.load_state_dict(torch.load(path, map_location=self.device))
 
 
 def _segment(segment: Sequence) -> Segment:
