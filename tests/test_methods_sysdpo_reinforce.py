@@ -98,6 +98,7 @@ def test_a_matched_cost_run_trains_until_the_run_cap_not_its_iterations(tiny_mod
     assert "until the matched cap of 20 executed runs" in console.file.getvalue()
     assert len(outcome.history) > 1
     assert outcome.history[-2].runs_so_far < 20.0 <= ctx.ledger.equivalent_runs()
+    assert ctx.caps.stopped is None  # the matched cap is the planned end, not a stop (SysDPO s0 ended "stopped")
 
 
 def test_sysdpo_needs_two_candidates_per_node():

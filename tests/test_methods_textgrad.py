@@ -150,7 +150,8 @@ def test_a_matched_cost_run_takes_as_many_steps_as_its_cap_pays_for(tmp_path):
     outcome = method.optimize(pipeline, pipeline.splits, ctx.replace(phase="optimize"), RunFolder(tmp_path / "m"))
     assert outcome.extras["textgrad"]["steps"] == 3  # each step runs the system on its 3 examples: 9 runs, 3 steps
     # 2 runs of validation, then a step of 3 + 2 re-validated, then 3: the cap stops the third step
-    assert ctx.caps.stopped is not None and len(outcome.history) == 2 and ctx.ledger.equivalent_runs() == 10.0
+    # the planned end of a matched run, not a stop (no `stopped`, no "continue with a raised cap")
+    assert ctx.caps.stopped is None and len(outcome.history) == 2 and ctx.ledger.equivalent_runs() == 10.0
     plain = capped(pipeline, 9.0)  # without budget.max_runs_from a cap is a limit only: budget.iterations steps
     outcome = TextGrad(budget=smoke_budget(), batch_size=3).optimize(pipeline, pipeline.splits,
                                                                     plain.replace(phase="optimize"),

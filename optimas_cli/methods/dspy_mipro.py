@@ -72,7 +72,7 @@ from optimas_cli.optim.prompt_pool import fixed_drafts
 from optimas_cli.progress import phase
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory
 from optimas_cli.system.budget import Budget
-from optimas_cli.system.caps import cap_reached
+from optimas_cli.system.caps import cap_reached, end_as_planned
 
 log = logging.getLogger("optimas")
 PROPOSER_TAG = "dspy.proposer"
@@ -451,6 +451,7 @@ class DSPyMIPRO(Method):
             except AdapterParseError as exc:  # a weak model's unparseable reply outside the proposer stopped MIPROv2
                 status, error = "failed", f"{type(exc).__name__}: {str(exc)[:EXCERPT_CHARS]}"
                 log.warning("DSPy MIPROv2 stopped on a parse failure; keeping the default instructions: %s", error)
+        end_as_planned(self.trials_from_cap and bool(self.budget.max_runs_from), ctx.caps, "DSPy's search")
         values = runtime.prompt_values(best) if best is not None else {}
         config = runtime.config_for(values)
         extras = {

@@ -35,7 +35,7 @@ from optimas_cli.optim.rollouts import Rollout
 from optimas_cli.optim.weights import CONTRACT
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, Splits, SystemConfig
 from optimas_cli.system.budget import Budget
-from optimas_cli.system.caps import cap_reached, ends_at_run_cap, iterations_in_words
+from optimas_cli.system.caps import cap_reached, end_as_planned, ends_at_run_cap, iterations_in_words
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.run_folder import RunFolder, adapters_found_in, uncounted
 
@@ -166,5 +166,6 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
         if until_cap and ctx.ledger.equivalent_runs() <= runs_before:  # nothing spent: the cap would never come
             log.warning("%s iteration %d spent no system run; stopping before the cap", label, t + 1)
             break
+    end_as_planned(settings.until_cap, ctx.caps, label)
     return MethodOutcome(config=best, history=history,
                          extras={label: {"trainable_nodes": nodes, "base_model": base, "best_validation": best_val}})

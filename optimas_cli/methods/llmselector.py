@@ -31,7 +31,7 @@ from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.progress import track
 from optimas_cli.system import ConfigKind, Pipeline, SystemConfig
 from optimas_cli.system.budget import Budget
-from optimas_cli.system.caps import cap_reached, ends_at_run_cap, iterations_in_words
+from optimas_cli.system.caps import cap_reached, end_as_planned, ends_at_run_cap, iterations_in_words
 from optimas_cli.system.evaluate import rewards
 
 APPLIES_TO = "pubmedqa (context_model_selector, solver_model_selector) and toy_model_selector"
@@ -133,6 +133,7 @@ class LLMSelector(Method):
             config.save(folder.file("best_config.json"))
             if not changed:
                 break
+        end_as_planned(self.until_cap, ctx.caps, "llmselector")
         allocation = {n: config[n] for n in names}
         return MethodOutcome(
             config=SystemConfig(config),

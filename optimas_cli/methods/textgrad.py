@@ -62,7 +62,7 @@ from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.progress import track
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory
 from optimas_cli.system.budget import Budget
-from optimas_cli.system.caps import cap_reached
+from optimas_cli.system.caps import cap_reached, end_as_planned
 from optimas_cli.system.evaluate import rewards
 
 FIELD_CHARS = 600  # each rendered field is cut to this many characters in TextGrad's prompts
@@ -328,6 +328,7 @@ class TextGrad(Method):
                 history.append(entry)
                 config.save(folder.file("best_config.json"))
                 self.print_iteration(entry)
+        end_as_planned(self.steps_from_cap and bool(self.budget.max_runs_from), ctx.caps, "TextGrad")
         extras = {"implementation": f"textgrad {tg.__version__}", "steps": steps, "parse_failures": parse_failures,
                   "lm_calls": {role: e.calls for role, e in engines.items()},
                   "lm_batches": {role: list(e.batcher.batch_sizes) for role, e in engines.items()},

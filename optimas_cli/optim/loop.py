@@ -24,7 +24,7 @@ from optimas_cli.optim.settings import ChoiceSettings, WeightsSettings, typed
 from optimas_cli.progress import phase
 from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory, route_of
 from optimas_cli.system.budget import Budget
-from optimas_cli.system.caps import cap_reached, ends_at_run_cap, iterations_in_words
+from optimas_cli.system.caps import cap_reached, end_as_planned, ends_at_run_cap, iterations_in_words
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
 from optimas_cli.system.run_folder import RunFolder, adapters_found_in, uncounted
@@ -283,9 +283,7 @@ class OptimasLoop:
                      "accepted" if entry.accepted else "rejected", entry.val_before, entry.val_after)
             if last:
                 break
-        if until_cap and self.ctx.caps.stopped is not None and self.ctx.caps.stopped.cap == "max_runs":
-            log.info("matched cost: %s; the loop ends there, as planned", self.ctx.caps.stopped)
-            self.ctx.caps.stopped = None  # the run's planned end, not a stop to resume from
+        end_as_planned(self.settings.until_cap, self.ctx.caps, "the loop")
         return config, history
 
     def _adaptation_ahead(self, config: SystemConfig, search: int) -> dict | None:

@@ -122,6 +122,14 @@ def ends_at_run_cap(matched: bool, caps: BudgetCaps | None) -> bool:
     return matched and caps is not None and caps.max_runs is not None
 
 
+def end_as_planned(matched: bool, caps: BudgetCaps | None, what: str) -> None:
+    """At the end of a matched-cost search (see ends_at_run_cap): the run cap is where it was meant to end,
+    so it is not a stop (no `stopped` in results.json, exit 0, no "continue with a raised cap")."""
+    if ends_at_run_cap(matched, caps) and caps.stopped is not None and caps.stopped.cap == "max_runs":
+        log.info("matched cost: %s; %s ends there, as planned", caps.stopped, what)
+        caps.stopped = None
+
+
 def iterations_in_words(matched: bool, iterations: int, caps: BudgetCaps | None) -> str:
     """How long such a search runs, in the words the terminal prints at its start."""
     if ends_at_run_cap(matched, caps):
