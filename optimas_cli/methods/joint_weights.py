@@ -134,10 +134,10 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
                              details={"rollouts": len(rollouts), "mean_reward": round(sum(scores) / len(scores), 5),
                                       **details})
         if details.get("updated"):
-            saved = folder.file(f"adapters/iteration-{t + 1}")
-            for node, adapter in policies.save(saved).items():
+            adapters = f"adapters/iteration-{t + 1}"
+            for node, adapter in policies.save(folder.file(adapters)).items():
                 config = config.replace(node, adapter)
-            optimizer_file = f"adapters/iteration-{t + 1}/{OPTIMIZER_FILE}"
+            optimizer_file = f"{adapters}/{OPTIMIZER_FILE}"
             policies.save_optimizer(folder.path / optimizer_file)
             with ctx.ledger.timed("validation"), ctx.ledger.provisional() as validation_pass:
                 trajs = system.run_changed(roots, val_trajs, config, vctx)

@@ -155,7 +155,6 @@ class NodePolicies:
             folders[node] = str(folder)
         return folders
 
-
     def save_optimizer(self, path: Path) -> None:
         """The optimizer's state (moments, step counts), written whole or not at all."""
         partial = path.with_name(path.name + ".partial")
