@@ -164,3 +164,43 @@ def test_the_engines_tokens_land_under_the_phase_of_their_context():
     engine = RunLMEngine(RunContext(RunLedger(1), lm=lm, phase="local_optimization"), "textgrad.loss")
     assert engine("what is wrong?") == "feedback"
     assert lm.phases == ["local_optimization"]  # before: every TextGrad call was charged to phase "-"
+
+
+def test_a_killed_run_resumes_after_its_last_step_as_if_never_stopped(tmp_path):
+    """A run stopped after step 1 and started again in its folder goes on from its checkpoint (instructions,
+    minibatch order, history, accounts) and ends as an uninterrupted run ends; before,
+    a resume replayed every finished step (Amazon: ~165 s a step, its update prompts missing the cache)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    pipeline = capitals()
+
+    def run(steps: int, folder, console=None):
+        lm = capitals_lm()
+        ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=lm)
+        RunFolder(folder).restore_accounts(ctx)  # as `optimas run ... resume=<folder>` builds its context
+        method = TextGrad(budget=smoke_budget(iterations=steps), console=console)
+        return method.optimize(pipeline, pipeline.splits, ctx.replace(phase="optimize"), RunFolder(folder)), ctx, lm
+
+    whole, whole_ctx, whole_lm = run(3, tmp_path / "whole")
+    run(1, tmp_path / "killed")
+    console = Console(file=StringIO(), width=200)
+    resumed, resumed_ctx, resumed_lm = run(3, tmp_path / "killed", console)
+    assert "resumed after step 1" in console.file.getvalue()
+
+    def comparable(history):
+        return [(e.iteration, e.component, e.val_candidate, e.accepted, e.runs_so_far) for e in history]
+
+    assert whole.history[0].accepted  # step 1 changed the instructions the resumed run must start from
+    assert comparable(resumed.history) == comparable(whole.history) and resumed.config == whole.config
+    assert resumed_ctx.ledger.equivalent_runs() == whole_ctx.ledger.equivalent_runs()
+    assert resumed.extras["textgrad"]["lm_calls"] == whole.extras["textgrad"]["lm_calls"]
+
+    def updates(lm):  # TGD's prompts: the current instruction and this step's feedback
+        # (as lines: TextGrad orders an update's feedback by iterating a set of objects)
+        return [sorted("\n".join(m["content"] for m in req.messages).splitlines())
+                for component, req in lm.requests if component == "textgrad.optimizer"]
+
+    assert sum(c == "textgrad.loss" for c, _ in resumed_lm.requests) == 2 * 3  # steps 2 and 3 only
+    assert updates(resumed_lm) == updates(whole_lm)[-len(updates(resumed_lm)):]

@@ -21,7 +21,11 @@ Candidate space: TGD writes each new instruction from the LM's feedback, one rew
 instruction per step; its API takes no candidate list, so the pipeline's instruction pool
 (optim/prompt_pool.py) has no place in it. Its proposer is `lm`, and Table 2 compares it with
 Optimas runs whose proposer is `lm` too (report/targets.py). Budget caps are checked before each
-step; in a matched-cost run (budget.max_runs_from), `steps: null` means as many steps as the run cap
+step, and every step is checkpointed (`textgrad_state.json`: steps done, the current instructions and
+their validation total, the minibatch order and generator, history; the run's
+accounts), so a killed run resumes at the next step instead of replaying the finished ones (a
+replay's update prompts miss the LM cache, as TextGrad orders their feedback by set iteration). In a
+matched-cost run (budget.max_runs_from), `steps: null` means as many steps as the run cap
 pays for (each step runs the system on its minibatch: at most cap / batch_size steps), the cap
 stopping the search where it is spent.
 
@@ -41,11 +45,13 @@ between runs.
 """
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import numpy as np
 import textgrad as tg
@@ -64,6 +70,10 @@ from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, T
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.caps import cap_reached, end_as_planned
 from optimas_cli.system.evaluate import rewards
+from optimas_cli.system.run_folder import uncounted
+
+log = logging.getLogger("optimas")
+STATE_FILE = "textgrad_state.json"  # the checkpoint a killed run resumes from
 
 FIELD_CHARS = 600  # each rendered field is cut to this many characters in TextGrad's prompts
 GATHER_SECONDS = 0.05  # how long an engine waits for more concurrent calls before sending a batch
@@ -235,13 +245,13 @@ class TextGrad(Method):
 
     def __init__(self, budget: Budget, name: str = "textgrad", console=None, seed: int = 0, steps: int | None = None,
                  batch_size: int = 3, max_tokens: int = 512, temperature: float = 0.0,
-                 constraints: list[str] | None = None, gradient_memory: int = 0):
+                 constraints: list[str] | None = None):
         super().__init__(name, budget, console)
         self.seed = int(seed)
         self.steps = int(steps if steps is not None else budget.iterations)
         self.steps_from_cap = steps is None  # a matched-cost run sizes them from its run cap
         self.batch_size, self.max_tokens, self.temperature = int(batch_size), int(max_tokens), float(temperature)
-        self.constraints, self.gradient_memory = list(constraints or []), int(gradient_memory)
+        self.constraints = list(constraints or [])
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         system = pipeline.system
@@ -259,20 +269,34 @@ class TextGrad(Method):
                                             f"{system.components[n].description}")
             for n in prompt_names
         }
-        optimizers = {n: tg.TGD(parameters=[params[n]], engine=engines["optimizer"], constraints=self.constraints,
-                                gradient_memory=self.gradient_memory) for n in prompt_names}
+        # No `gradient_memory`: textgrad 0.1.8's TGD stores past feedback but never puts it in its prompt.
+        optimizers = {n: tg.TGD(parameters=[params[n]], engine=engines["optimizer"], constraints=self.constraints)
+                      for n in prompt_names}
         graph = TextGradGraph(pipeline, params)
         steps = self._steps(ctx)
-
-        with ctx.ledger.timed("validation"):
+        state = folder.read_json(STATE_FILE)
+        if state:
+            config = SystemConfig(state["config"])
+        # The current instructions' validation trajectories feed every later validation; a resumed run
+        # rebuilds them uncounted (the checkpoint's accounts hold them).
+        with uncounted(ctx) if state else nullcontext(), ctx.ledger.timed("validation"):
             val_trajs = system.run(splits.val, config, vctx)
         val_total = float(sum(rewards(pipeline, val_trajs)))  # summed, as the Optimas loop reports it
         rng = np.random.default_rng(self.seed)
         order: list[int] = []
         history: list[HistoryEntry] = []
-        parse_failures = 0
+        parse_failures, start = 0, 0
+        if state:
+            start, val_total, order, parse_failures = state["step"], state["val_total"], state["order"], state["parse_failures"]
+            rng.bit_generator.state = state["rng"]
+            history = [HistoryEntry.from_dict(e) for e in state["history"]]
+            for role, calls in state["calls"].items():
+                engines[role].calls = calls
+            for name in prompt_names:
+                params[name].set_value(config[name] if isinstance(config[name], str) else "")
+            log.info("resuming textgrad after step %d", start)
         self.console.print(f"[bold]TextGrad[/] · {prompt_names} · {steps} steps of {self.batch_size} · "
-                      f"val {val_total:.3f}")
+                           f"val {val_total:.3f}" + (f" · resumed after step {start}" if state else ""))
 
         def update(name: str) -> str | None:
             """TGD's rewrite of one instruction; None when its reply had no <IMPROVED_VARIABLE> tags."""
@@ -285,7 +309,7 @@ class TextGrad(Method):
                 optimizers[name].zero_grad()
 
         with ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="textgrad") as pool:
-            for step in track(range(1, steps + 1), "TextGrad steps", lm=ctx.lm):
+            for step in track(range(start + 1, steps + 1), "TextGrad steps", lm=ctx.lm):
                 if cap_reached(ctx):  # a safe point: the best instructions so far are saved
                     break
                 while len(order) < self.batch_size:  # shuffled epochs over the training split
@@ -327,6 +351,13 @@ class TextGrad(Method):
                 entry.runs_so_far = round(ctx.ledger.equivalent_runs(), 2)
                 history.append(entry)
                 config.save(folder.file("best_config.json"))
+                # Accounts before the state that marks the step done: a kill between them redoes it, counted once.
+                folder.save_accounts(ctx)
+                folder.write_json(STATE_FILE, {
+                    "step": step, "config": config.to_dict(), "val_total": val_total, "order": order,
+                    "rng": rng.bit_generator.state, "parse_failures": parse_failures,
+                    "calls": {role: e.calls for role, e in engines.items()},
+                    "history": [e.to_dict() for e in history]})
                 self.print_iteration(entry)
         end_as_planned(self.steps_from_cap and bool(self.budget.max_runs_from), ctx.caps, "TextGrad")
         extras = {"implementation": f"textgrad {tg.__version__}", "steps": steps, "parse_failures": parse_failures,
