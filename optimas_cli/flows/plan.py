@@ -23,16 +23,19 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from optimas_cli.errors import UserError
 from optimas_cli.flows.matched import matched_reference, reference_run
+from optimas_cli.flows.resume import option_name
 from optimas_cli.flows.setup import build_budget
 from optimas_cli.lrf.collect import expected_collection
 from optimas_cli.lrf.judge import JUDGE_COMPONENT
 from optimas_cli.report.paper_tables import optimization_runs
 from optimas_cli.system import Pipeline, Splits
 from optimas_cli.system.component import Component, ConfigKind
-from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
+from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE, RunLedger
+from optimas_cli.system.run_folder import ACCOUNTS_FILE
 
 # Stated estimates, used where no earlier run of the pipeline measured the real value.
 ESTIMATE = {
@@ -268,7 +271,7 @@ def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = 
     rows = {phase: row for phase, count in counts.items()
             if (row := phase_row(phase, count, system, lm, loop, measured, price)) is not None}
     if matched_reference(cfg):
-        row, loop["not_planned"] = matched_phase(cfg, pipeline.name, run_dir, price)
+        row, loop["not_planned"] = matched_phase(cfg, pipeline.name, run_dir, price, root)
         if row is not None:
             rows = {MATCHED_PHASE: row, **rows}
     return {
@@ -329,11 +332,13 @@ def plan_run(cfg: DictConfig, run_dir: Path | None = None) -> str:
 MATCHED_PHASE = "optimize_to_cap"
 
 
-def matched_phase(cfg: DictConfig, pipeline: str, run_dir: Path | None, price) -> tuple[dict | None, str]:
+def matched_phase(cfg: DictConfig, pipeline: str, run_dir: Path | None, price,
+                  root: Path = Path(".")) -> tuple[dict | None, str]:
     """A matched-cost run optimizes until its cap: the reference's executed optimization runs, found
-    as the run will find them (flows/matched.py), at the reference's seconds; with the line that says so.
-    Its LM calls and tokens are not modelled (they depend on what the method does with those runs)."""
-    reference = matched_reference(cfg)
+    as the run will find them (flows/matched.py), at the pace (seconds per executed run) of an earlier
+    run of the same method and pipeline when one measured it, else at the reference's; with the line
+    that says so. Its LM calls and tokens are not modelled (they depend on what the method does)."""
+    reference, method = matched_reference(cfg), str(cfg.method.name)
     what = f"matched cost: the optimization runs until the cap budget.max_runs_from={reference} sets"
     if run_dir is None:
         return None, (f"{what}, what the {reference} run in the run folder's parent spent optimizing (give "
@@ -345,12 +350,65 @@ def matched_phase(cfg: DictConfig, pipeline: str, run_dir: Path | None, price) -
     cap = optimization_runs(results.get("ledger") or {})
     if cap is None:
         return None, f"{what}; the reference run predates the executed-run count, so the run will refuse it"
-    optimize = ((results.get("ledger") or {}).get("by_phase") or {}).get("optimize") or {}  # its whole optimization
-    seconds = float(optimize.get("seconds", 0.0))
+    own = earlier_pace(pipeline, method, root, exclude=Path(run_dir))
+    if own:
+        pace, timed_as = own[0], f"an earlier {method} run ({own[1]})"
+    else:  # the reference's whole optimization phase over the runs it executed
+        pace, timed_as = optimization_pace(results.get("ledger") or {}) or 0.0, f"the {reference} run"
     row = {"runs": round(float(cap), 4), "calls": 0.0, "tokens": 0, "usd": None if price is None else 0.0,
-           "seconds": round(seconds, 1), "tokens_from": "not modelled", "seconds_from": f"the {reference} run"}
-    return row, (f"{what}: {cap:g} executed runs, what the {reference} run spent optimizing, timed as its "
-                 "optimization; the LM calls and tokens of those runs are not modelled")
+           "seconds": round(pace * cap, 1), "tokens_from": "not modelled", "seconds_from": timed_as}
+    caveat = "" if own else (f"; {method}'s own work besides system runs (an LM optimizer's calls, training) "
+                             f"is timed as the {reference} run's, as no earlier {method} run of {pipeline} measured it")
+    return row, (f"{what}: {cap:g} executed runs, what the {reference} run spent optimizing, timed at the pace of "
+                 f"{timed_as}; the LM calls and tokens of those runs are not modelled" + caveat)
+
+
+def optimization_pace(ledger: dict) -> float | None:
+    """Wall seconds per executed optimization run (the `optimize` phase over the runs before the final
+    validation and test); None where nothing was executed yet."""
+    runs = optimization_runs(ledger)
+    seconds = ((ledger.get("by_phase") or {}).get("optimize") or {}).get("seconds")
+    return float(seconds) / runs if runs and seconds else None
+
+
+def earlier_pace(pipeline: str, method: str, root: Path, exclude: Path | None = None) -> tuple[float, Path] | None:
+    """The newest measured pace of `method` on `pipeline` under outputs/ or multirun/: a finished run's
+    results.json, or a stopped run's last checkpoint (accounts.json), so a long run that was killed
+    times its own continuation."""
+    found = []
+    for pattern in ("outputs/*/*/config.yaml", "multirun/*/*/*/config.yaml"):
+        for config_file in root.glob(pattern):
+            folder = config_file.parent
+            if exclude is not None and folder.resolve() == exclude.resolve():
+                continue
+            try:
+                config = OmegaConf.to_container(OmegaConf.load(config_file))
+                if (option_name(config, "pipeline"), option_name(config, "method")) != (pipeline, method):
+                    continue
+                ledger = _measured_ledger(folder)
+            except (OSError, ValueError, KeyError, TypeError, OmegaConfBaseException):
+                continue  # a damaged or half-written folder measures nothing
+            if ledger is not None and (pace := optimization_pace(ledger)) is not None:
+                found.append((folder.stat().st_mtime, pace, folder))
+    if not found:
+        return None
+    _, pace, folder = max(found, key=lambda f: f[0])
+    return pace, folder
+
+
+def _measured_ledger(folder: Path) -> dict | None:
+    """A run folder's ledger as results.json stores it: the finished run's, else its last checkpoint's
+    (None for a checkpoint written before the ledger recorded its number of components)."""
+    if (folder / "results.json").is_file():
+        return json.loads((folder / "results.json").read_text()).get("ledger")
+    if not (folder / ACCOUNTS_FILE).is_file():
+        return None
+    state = json.loads((folder / ACCOUNTS_FILE).read_text())["ledger"]
+    if not state.get("num_components"):
+        return None
+    ledger = RunLedger(int(state["num_components"]))
+    ledger.restore(state)
+    return ledger.to_dict()
 
 
 def render(plan: dict, title: str) -> str:

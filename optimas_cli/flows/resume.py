@@ -41,9 +41,9 @@ def check_resume(path: str, cfg: Any) -> None:
         raise UserError(f"resume={path}: cannot read its {ORIGINAL_CONFIG} ({str(error).splitlines()[0]})",
                         "restore the file, or start a new run without resume=") from None
     now = OmegaConf.to_container(cfg, resolve=True)
-    _same(path, before, now, "pipeline", "pipeline", _name(before, "pipeline"), _name(now, "pipeline"))
+    _same(path, before, now, "pipeline", "pipeline", option_name(before, "pipeline"), option_name(now, "pipeline"))
     if before.get("task") not in LRF_ONLY_TASKS:
-        _same(path, before, now, "method", "method", _name(before, "method"), _name(now, "method"))
+        _same(path, before, now, "method", "method", option_name(before, "method"), option_name(now, "method"))
         method_settings = {k: v for k, v in (before.get("method") or {}).items() if k not in ("budget", "lrf")}
         now_settings = {k: v for k, v in (now.get("method") or {}).items() if k not in ("budget", "lrf")}
         _differs(path, "method", method_settings, now_settings)
@@ -51,7 +51,7 @@ def check_resume(path: str, cfg: Any) -> None:
         _differs(path, key, _get(before, key), _get(now, key))
 
 
-def _name(cfg: dict, group: str) -> str:
+def option_name(cfg: dict, group: str) -> str:
     """The group option a config node came from (its conf/<group>/*.yaml with the same name or target)."""
     node = cfg.get(group) or {}
     if node.get("name"):

@@ -150,7 +150,8 @@ class RunLedger:
 
     def state(self) -> dict:
         """Everything counted so far, for a checkpoint: a resumed run goes on counting from here."""
-        return {"executions": _plain(self.executions), "charged": _plain(self.charged), "pairs": _plain(self.pairs),
+        return {"num_components": self.num_components,
+                "executions": _plain(self.executions), "charged": _plain(self.charged), "pairs": _plain(self.pairs),
                 "events": self._events_dict(), "phase_seconds": self._with_open(self.seconds, self._open_seconds),
                 "compute_seconds": self.compute_so_far(), "elapsed": self.elapsed()}
 
