@@ -27,7 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from optimas_cli.errors import UserError
 from optimas_cli.flows.matched import matched_reference, reference_run
-from optimas_cli.flows.resume import option_name
+from optimas_cli.flows.resume import LRF_ONLY_TASKS, option_name
 from optimas_cli.flows.setup import build_budget
 from optimas_cli.lrf.collect import expected_collection
 from optimas_cli.lrf.judge import JUDGE_COMPONENT
@@ -102,23 +102,36 @@ def _first_picks(iterations: int, m: int, scheduler: str) -> float:
     return m * (1 - (1 - 1 / m) ** iterations)
 
 
-def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, phases: dict) -> dict:
-    system, budget, method = pipeline.system, build_budget(cfg), cfg.method
-    lrf = OmegaConf.to_container(cfg.lrf, resolve=True)
-    collect = lrf.get("collect") or {}
+def _stage1(pipeline: Pipeline, splits: Splits, cfg: DictConfig, phases: dict, pair_share: float,
+            train: bool = True) -> dict:
+    """Stage 1 (lrf/stage.py): preference collection on the training split, then (`train`) the LRF's
+    training steps and, where a component has a test split, the LLM judge on its test pairs.
+    `pair_share`: the share of candidate pairs expected to differ in reward (the rest tie downstream)."""
+    system, lrf = pipeline.system, OmegaConf.to_container(cfg.lrf, resolve=True)
     lm_temperature = float(OmegaConf.select(cfg, "lm.temperature", default=0.0) or 0.0)
-    config = system.default_config()
-    pairs = expected_collection(system, config, len(splits.train), collect, phases["lrf_collection"], lm_temperature)
-    train = lrf.get("train") or {}
+    pairs = pair_share * expected_collection(system, system.default_config(), len(splits.train),
+                                             lrf.get("collect") or {}, phases["lrf_collection"], lm_temperature)
+    if not train:
+        return {"pairs": pairs}
+    settings = lrf.get("train") or {}
     # Pairs split by input into train / dev / test; a test split only where there are enough pairs
     # (lrf/stage.py: per component; the plan applies the threshold to the total, an estimate).
     enough = pairs >= int(lrf.get("min_test_pairs", 0) or 0)
-    test_share = float(train.get("test_fraction", 0.2)) if enough else 0.0
-    dev_share = float(train.get("dev_fraction", 0.2))
+    test_share = float(settings.get("test_fraction", 0.2)) if enough else 0.0
+    dev_share = float(settings.get("dev_fraction", 0.2))
     if (lrf.get("judge") or {}).get("enabled", True):
         phases["lrf_judge"].calls[JUDGE_COMPONENT] += round(pairs * test_share)
-    batches = max(1, math.ceil(pairs * max(0.0, 1 - test_share - dev_share) / int(train.get("batch_size", 16))))
-    lrf_steps = max(int(train.get("epochs", 10)) * batches, int(lrf.get("min_steps", 0) or 0))
+    batches = max(1, math.ceil(pairs * max(0.0, 1 - test_share - dev_share) / int(settings.get("batch_size", 16))))
+    return {"pairs": pairs, "lrf_steps": max(int(settings.get("epochs", 10)) * batches, int(lrf.get("min_steps", 0) or 0))}
+
+
+def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, phases: dict, pair_share: float) -> dict:
+    system, budget, method = pipeline.system, build_budget(cfg), cfg.method
+    lrf = OmegaConf.to_container(cfg.lrf, resolve=True)
+    collect, train = lrf.get("collect") or {}, lrf.get("train") or {}
+    lm_temperature = float(OmegaConf.select(cfg, "lm.temperature", default=0.0) or 0.0)
+    config = system.default_config()
+    stage1 = _stage1(pipeline, splits, cfg, phases, pair_share)
 
     optimizable = [n for n in system.order if system.components[n].kind is not ConfigKind.NONE]
     m, search, n_val = len(optimizable), min(int(budget.search_size), len(splits.train)), len(splits.val)
@@ -150,7 +163,7 @@ def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, p
                 _scaled(lambda p, n=name: rerun_counts(system, n, search, config, p), share * first, sample)
     accepted = first if optimizable else 0.0
     stage2 = int(train.get("stage2_steps", 10)) * (accepted if adapt else 0)
-    return {"lrf_steps": lrf_steps, "stage2_steps": stage2, "pairs": pairs, "accepted_updates": accepted}
+    return {**stage1, "stage2_steps": stage2, "accepted_updates": accepted}
 
 
 def _scaled(add, weight: float, into: PhaseCount) -> None:
@@ -165,15 +178,26 @@ def _scaled(add, weight: float, into: PhaseCount) -> None:
         into.calls[k] += weight * v
 
 
-def count_phases(pipeline: Pipeline, splits: Splits, cfg: DictConfig) -> tuple[dict[str, PhaseCount], dict]:
-    """Expected executions and calls of each phase of `optimas run` with this config."""
+def lrf_task(cfg: DictConfig) -> str | None:
+    """`collect` or `train-lrf` when the config runs Stage 1 alone, else None."""
+    task = OmegaConf.select(cfg, "task", default=None)
+    return str(task) if task in LRF_ONLY_TASKS else None
+
+
+def count_phases(pipeline: Pipeline, splits: Splits, cfg: DictConfig,
+                 pair_share: float = 1.0) -> tuple[dict[str, PhaseCount], dict]:
+    """Expected executions and calls of each phase of `optimas run` (or `collect` / `train-lrf`) with
+    this config; `pair_share` as in _stage1 (1.0: every candidate pair is a preference)."""
     system, method = pipeline.system, str(cfg.method.name)
     phases = {p: PhaseCount() for p in PHASES}
     loop: dict = {}
+    task = lrf_task(cfg)
+    if task:  # `optimas collect` / `optimas train-lrf`: Stage 1 only, no method, no test
+        return phases, _stage1(pipeline, splits, cfg, phases, pair_share, train=task == "train-lrf")
     if matched_reference(cfg):  # the cap, not the iterations, ends it: see matched_phase
         pass
     elif method in LOOP_METHODS:
-        loop = _optimas(pipeline, splits, cfg, LOOP_METHODS[method], phases)
+        loop = _optimas(pipeline, splits, cfg, LOOP_METHODS[method], phases, pair_share)
     elif method not in ("unoptimized", "single_llm"):
         loop = {"not_planned": f"the optimization phases of method {method!r} are not modelled; "
                                "only the final validation and test are planned"}
@@ -207,6 +231,17 @@ def previous_run(pipeline: str, method: str, root: Path = Path(".")) -> tuple[Pa
         return None
     _, _, path, results = max(found, key=lambda f: f[:2])
     return path.parent, results
+
+
+def measured_pair_share(folder: Path) -> float | None:
+    """The share of candidate pairs that an earlier run's collection found a preference in (the others
+    tied downstream or were the same text), from its collect_stats.json; None where it collected none."""
+    try:
+        stats = json.loads((folder / "collect_stats.json").read_text())
+        considered = sum(s["pairs"] + s["near_ties"] + s["identical_outputs"] for s in stats.values())
+        return sum(s["pairs"] for s in stats.values()) / considered if considered else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _per_call_tokens(measured: dict | None, name: str) -> tuple[float, float] | None:
@@ -249,6 +284,9 @@ def _seconds(phase: str, runs: float, calls: float, loop: dict, measured: dict |
     before = ((measured or {}).get("ledger", {}).get("by_phase") or {}).get(phase)
     if before and before.get("runs", 0) > 0 and runs > 0:
         return runs * before["seconds"] / before["runs"], "measured"
+    judged = (((measured or {}).get("ledger", {}).get("lm") or {}).get("by_component") or {}).get(JUDGE_COMPONENT) or {}
+    if before and before["seconds"] and phase == "lrf_judge" and calls > 0 and judged.get("calls"):
+        return calls * before["seconds"] / judged["calls"], "measured"  # seconds per judged pair
     if before and before["seconds"] and ((phase == "lrf_training" and loop.get("lrf_steps")) or
                                          (phase == "lrf_judge" and calls > 0)):
         return float(before["seconds"]), "measured"  # no runs to scale by: the earlier run's time as it was
@@ -264,13 +302,16 @@ def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = 
     """The plan as results.json stores it: per phase runs, calls, tokens, dollars and seconds.
     `run_dir`: the run's folder, where a matched-cost run finds its reference (flows/matched.py)."""
     system, lm = pipeline.system, OmegaConf.to_container(cfg.lm, resolve=True)
-    counts, loop = count_phases(pipeline, splits, cfg)
     earlier = previous_run(pipeline.name, str(cfg.method.name), root)
     measured = earlier[1] if earlier else None
+    share = measured_pair_share(earlier[0]) if earlier else None
+    counts, loop = count_phases(pipeline, splits, cfg, 1.0 if share is None else share)
+    if share is not None and "pairs" in loop:
+        loop["pair_share"] = round(share, 4)
     price = price_per_token(lm)
     rows = {phase: row for phase, count in counts.items()
             if (row := phase_row(phase, count, system, lm, loop, measured, price)) is not None}
-    if matched_reference(cfg):
+    if matched_reference(cfg) and not lrf_task(cfg):
         row, loop["not_planned"] = matched_phase(cfg, pipeline.name, run_dir, price, root)
         if row is not None:
             rows = {MATCHED_PHASE: row, **rows}
@@ -280,8 +321,9 @@ def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = 
                                              "source": price[2]},
         "measured_from": str(earlier[0]) if earlier else None,
         "estimates": {} if earlier else dict(ESTIMATE),
-        "assumptions": ASSUMPTIONS if cfg.method.name in LOOP_METHODS and not matched_reference(cfg) else ASSUMPTIONS[:1],
-        **{k: v for k, v in loop.items() if k in ("accepted_updates", "pairs", "not_planned")},
+        "assumptions": (ASSUMPTIONS if cfg.method.name in LOOP_METHODS and not matched_reference(cfg) and not lrf_task(cfg)
+                        else ASSUMPTIONS[:1]),
+        **{k: v for k, v in loop.items() if k in ("accepted_updates", "pairs", "pair_share", "not_planned")},
     }
 
 
@@ -323,7 +365,7 @@ def plan_run(cfg: DictConfig, run_dir: Path | None = None) -> str:
     pipeline = build_pipeline(cfg)
     splits = budget_splits(pipeline, build_budget(cfg))
     build_method(cfg, build_budget(cfg))  # the method's own checks of its settings, as `optimas run` makes them
-    title = (f"plan: {pipeline.name} · method {cfg.method.name} · budget {cfg.budget.name} · "
+    title = (f"plan: {pipeline.name} · {lrf_task(cfg) or f'method {cfg.method.name}'} · budget {cfg.budget.name} · "
              f"splits {splits.sizes()} · repeats {cfg.repeats}")
     return render(make_plan(cfg, pipeline, splits, run_dir=run_dir), title)
 
@@ -426,8 +468,11 @@ def render(plan: dict, title: str) -> str:
     lines.append(f"measured from {plan['measured_from']}" if plan["measured_from"] else
                  "no earlier run of this pipeline under outputs/ or multirun/: tokens and time are estimates "
                  + ", ".join(f"{k}={v}" for k, v in plan["estimates"].items()))
-    if "accepted_updates" in plan:
-        lines.append(f"expected preference pairs {plan['pairs']:.0f}, accepted updates {plan['accepted_updates']:.2f}")
+    if "pairs" in plan:
+        share = (f" ({100 * plan['pair_share']:.1f}% of candidate pairs, the share with a preference in the earlier run)"
+                 if "pair_share" in plan else " (every candidate pair a preference: no earlier run measured the share)")
+        lines.append(f"expected preference pairs {plan['pairs']:.0f}{share}" + (
+            f", accepted updates {plan['accepted_updates']:.2f}" if "accepted_updates" in plan else ""))
     if "not_planned" in plan:
         lines.append(plan["not_planned"])
     lines += [f"assumes {a}" for a in plan["assumptions"]]
