@@ -183,7 +183,7 @@ def test_a_first_local_search_is_expected_to_cost_what_a_search_of_its_kind_did(
 
 
 def test_the_plan_times_a_matched_run_at_its_own_methods_measured_pace(tmp_path, monkeypatch):
-    """A method whose work besides system runs dwarfs the reference's (TextGrad on Amazon: 7 LM calls of up
+    """A method whose work besides system runs dwarfs the reference's (TextGrad on Amazon: 10 LM calls of up
     to 512 tokens per 3 runs, 8.4 h where the plan said 2.1 h) is timed by an earlier run of itself, a
     stopped one's checkpoint included, once one measured it."""
     from optimas_cli.flows.plan import MATCHED_PHASE, make_plan
