@@ -262,7 +262,8 @@ class TextGrad(Method):
         octx, vctx = ctx.replace(phase="local_optimization"), ctx.replace(phase="validation")
         engines = {role: RunLMEngine(octx, f"textgrad.{role}", self.max_tokens, self.temperature)
                    for role in ("loss", "backward", "optimizer")}
-        config = system.default_config()
+        state = folder.read_json(STATE_FILE)  # a killed run's last step
+        config = SystemConfig(state["config"]) if state else system.default_config()
         params = {
             n: tg.Variable(config[n] if isinstance(config[n], str) else "", requires_grad=True,
                            role_description=f"instruction (system prompt) of the pipeline step '{n}', which: "
@@ -274,9 +275,6 @@ class TextGrad(Method):
                       for n in prompt_names}
         graph = TextGradGraph(pipeline, params)
         steps = self._steps(ctx)
-        state = folder.read_json(STATE_FILE)
-        if state:
-            config = SystemConfig(state["config"])
         # The current instructions' validation trajectories feed every later validation; a resumed run
         # rebuilds them uncounted (the checkpoint's accounts hold them).
         with uncounted(ctx) if state else nullcontext(), ctx.ledger.timed("validation"):
@@ -292,8 +290,6 @@ class TextGrad(Method):
             history = [HistoryEntry.from_dict(e) for e in state["history"]]
             for role, calls in state["calls"].items():
                 engines[role].calls = calls
-            for name in prompt_names:
-                params[name].set_value(config[name] if isinstance(config[name], str) else "")
             log.info("resuming textgrad after step %d", start)
         self.console.print(f"[bold]TextGrad[/] · {prompt_names} · {steps} steps of {self.batch_size} · "
                            f"val {val_total:.3f}" + (f" · resumed after step {start}" if state else ""))
