@@ -305,7 +305,8 @@ class TextGrad(Method):
                 optimizers[name].zero_grad()
 
         with ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="textgrad") as pool:
-            for step in track(range(start + 1, steps + 1), "TextGrad steps", lm=ctx.lm):
+            label = f"TextGrad steps {start + 1}-{steps}" if start else "TextGrad steps"  # a resumed run's part
+            for step in track(range(start + 1, steps + 1), label, lm=ctx.lm):
                 if cap_reached(ctx):  # a safe point: the best instructions so far are saved
                     break
                 while len(order) < self.batch_size:  # shuffled epochs over the training split
