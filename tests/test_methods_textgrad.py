@@ -72,11 +72,21 @@ def test_an_update_reply_without_tags_is_a_counted_parse_failure(tmp_path):
             return "Here is a better instruction: be precise."
         return capitals_reply(req) or scripted_reply(req)
 
-    outcome, _, _ = optimize_and_test(TextGrad(budget=smoke_budget()), pipeline, pipeline.splits, ScriptedLM(answer),
-                                      tmp_path)
+    from io import StringIO
+
+    from rich.console import Console
+
+    console = Console(file=StringIO(), width=200)
+    outcome, _, _ = optimize_and_test(TextGrad(budget=smoke_budget(), console=console), pipeline, pipeline.splits,
+                                      ScriptedLM(answer), tmp_path)
     assert outcome.extras["textgrad"]["parse_failures"] == 2 * 2  # two steps, two prompt components
     assert outcome.config == pipeline.system.default_config()
     assert all(h.component is None for h in outcome.history)
+    # said as what happened, not as a validation verdict ("val 0.000 → 0.000 rejected" before)
+    assert all(h.note == "no update: TGD's rewrite had no <IMPROVED_VARIABLE> tags" for h in outcome.history)
+    printed = console.file.getvalue()
+    assert "nothing validated: no update: TGD's rewrite had no <IMPROVED_VARIABLE> tags" in printed
+    assert "rejected" not in printed
 
 
 @needs_pubmedqa

@@ -54,5 +54,7 @@ class Method:
         changed = entry.component if isinstance(entry.component, str) else ", ".join(entry.component or ["-"])
         gate = entry.gate  # the per-example evidence behind the decision, where a gate recorded it
         evidence = f" · Δ/example {gate['delta']:+.3f} [{gate['ci_low']:+.3f}, {gate['ci_high']:+.3f}]" if gate else ""
+        outcome = (f"· nothing validated: {entry.note}" if entry.val_candidate is None and entry.note and not entry.accepted
+                   else f"→ {candidate:.3f} {verdict}{evidence}")
         self.console.print(f"  iter {entry.iteration:>3} · {changed:<22} · val {entry.val_before:.3f}"
-                           f" → {candidate:.3f} {verdict}{evidence} · runs {entry.runs_so_far:.1f}")
+                           f" {outcome} · runs {entry.runs_so_far:.1f}")

@@ -341,8 +341,10 @@ class TextGrad(Method):
                         validation_pass.keep()  # the paper charges accepted updates' validation only
                         config, val_trajs, val_total = candidate, cand_trajs, cand_total
                         entry.accepted, entry.val_after = True, cand_total
-                else:
-                    entry.note = "no update"
+                else:  # why TGD changed nothing
+                    entry.note = ("no update: TGD's rewrite had no <IMPROVED_VARIABLE> tags" if updates and not proposal
+                                  else "no update: the rewrite equals the current instruction" if proposal
+                                  else "no update: no feedback reached an instruction")
                 for name in prompt_names:  # a reverted (or unparsed) update leaves the parameter as configured
                     params[name].set_value(config[name] if isinstance(config[name], str) else "")
                 entry.runs_so_far = round(ctx.ledger.equivalent_runs(), 2)
