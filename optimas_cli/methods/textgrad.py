@@ -21,8 +21,8 @@ Candidate space: TGD writes each new instruction from the LM's feedback, one rew
 instruction per step; its API takes no candidate list, so the pipeline's instruction pool
 (optim/prompt_pool.py) has no place in it. Its proposer is `lm`, and Table 2 compares it with
 Optimas runs whose proposer is `lm` too (report/targets.py). Budget caps are checked before each
-step, and every step is checkpointed (`textgrad_state.json`: steps done, the current instructions and
-their validation total, the minibatch order and generator, history; the run's
+step, and every step is checkpointed (`textgrad_state.json`: steps done, the current instructions
+(whose validation a resumed run rebuilds), the minibatch order and generator, history; the run's
 accounts), so a killed run resumes at the next step instead of replaying the finished ones (a
 replay's update prompts miss the LM cache, as TextGrad orders their feedback by set iteration). In a
 matched-cost run (budget.max_runs_from), `steps: null` means as many steps as the run cap
@@ -285,7 +285,7 @@ class TextGrad(Method):
         history: list[HistoryEntry] = []
         parse_failures, start = 0, 0
         if state:
-            start, val_total, order, parse_failures = state["step"], state["val_total"], state["order"], state["parse_failures"]
+            start, order, parse_failures = state["step"], state["order"], state["parse_failures"]
             rng.bit_generator.state = state["rng"]
             history = [HistoryEntry.from_dict(e) for e in state["history"]]
             for role, calls in state["calls"].items():
@@ -353,7 +353,7 @@ class TextGrad(Method):
                 # Accounts before the state that marks the step done: a kill between them redoes it, counted once.
                 folder.save_accounts(ctx)
                 folder.write_json(STATE_FILE, {
-                    "step": step, "config": config.to_dict(), "val_total": val_total, "order": order,
+                    "step": step, "config": config.to_dict(), "order": order,
                     "rng": rng.bit_generator.state, "parse_failures": parse_failures,
                     "calls": {role: e.calls for role, e in engines.items()},
                     "history": [e.to_dict() for e in history]})
