@@ -174,3 +174,22 @@ def test_plan_expects_the_pairs_an_earlier_collection_found_not_every_candidate_
     measured = make_plan(cfg, *_pipeline_and_splits(cfg))
     assert measured["pair_share"] == 0.25 and measured["pairs"] == pytest.approx(every["pairs"] / 4)
     assert "25.0% of candidate pairs" in render(measured, "t")
+
+
+def test_plan_times_lrf_training_per_pair_an_earlier_run_trained(tmp_path, monkeypatch):
+    """The earlier run's LRF training seconds were planned as they were, whatever the pairs: a Table 4
+    run with 405 pairs was planned at 2.7 min (the Optimas run's 61 pairs) and trained 18."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    cfg = composed("pipeline=toy_retriever", "task=train-lrf", "budget=smoke")
+    earlier = tmp_path / "outputs" / "day" / "earlier"
+    earlier.mkdir(parents=True)
+    (earlier / "results.json").write_text(json.dumps({"pipeline": "toy_retriever", "method": "optimas",
+                                                      "ledger": {"by_phase": {"lrf_training": {"runs": 0,
+                                                                                               "seconds": 120.0}}}}))
+    (earlier / "collect_stats.json").write_text(json.dumps({"retriever": {"pairs": 4, "near_ties": 12,
+                                                                          "identical_outputs": 0}}))
+    plan = make_plan(cfg, *_pipeline_and_splits(cfg))
+    assert plan["pairs"] > 0 and plan["phases"]["lrf_training"]["seconds_from"] == "measured"
+    assert plan["phases"]["lrf_training"]["seconds"] == pytest.approx(round(plan["pairs"] * 30.0, 1))

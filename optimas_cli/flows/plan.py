@@ -233,13 +233,14 @@ def previous_run(pipeline: str, method: str, root: Path = Path(".")) -> tuple[Pa
     return path.parent, results
 
 
-def measured_pair_share(folder: Path) -> float | None:
-    """The share of candidate pairs that an earlier run's collection found a preference in (the others
-    tied downstream or were the same text), from its collect_stats.json; None where it collected none."""
+def measured_pairs(folder: Path) -> tuple[int, int] | None:
+    """(preference pairs, candidate pairs considered) of an earlier run's collection, from its
+    collect_stats.json (the candidate pairs that found no preference tied downstream or were the same
+    text); None where it collected none."""
     try:
         stats = json.loads((folder / "collect_stats.json").read_text())
         considered = sum(s["pairs"] + s["near_ties"] + s["identical_outputs"] for s in stats.values())
-        return sum(s["pairs"] for s in stats.values()) / considered if considered else None
+        return (sum(s["pairs"] for s in stats.values()), considered) if considered else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -287,6 +288,10 @@ def _seconds(phase: str, runs: float, calls: float, loop: dict, measured: dict |
     judged = (((measured or {}).get("ledger", {}).get("lm") or {}).get("by_component") or {}).get(JUDGE_COMPONENT) or {}
     if before and before["seconds"] and phase == "lrf_judge" and calls > 0 and judged.get("calls"):
         return calls * before["seconds"] / judged["calls"], "measured"  # seconds per judged pair
+    if before and before["seconds"] and phase == "lrf_training" and loop.get("lrf_steps") and loop.get("earlier_pairs"):
+        # seconds per collected pair: an epoch's steps grow with the pairs (Amazon: 2.6 s per pair at 61
+        # pairs, 2.7 at 405); the earlier run's total said 2.7 min for a run that trained 18
+        return loop["pairs"] * before["seconds"] / loop["earlier_pairs"], "measured"
     if before and before["seconds"] and ((phase == "lrf_training" and loop.get("lrf_steps")) or
                                          (phase == "lrf_judge" and calls > 0)):
         return float(before["seconds"]), "measured"  # no runs to scale by: the earlier run's time as it was
@@ -304,10 +309,11 @@ def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = 
     system, lm = pipeline.system, OmegaConf.to_container(cfg.lm, resolve=True)
     earlier = previous_run(pipeline.name, str(cfg.method.name), root)
     measured = earlier[1] if earlier else None
-    share = measured_pair_share(earlier[0]) if earlier else None
+    collected = measured_pairs(earlier[0]) if earlier else None
+    share = collected[0] / collected[1] if collected else None
     counts, loop = count_phases(pipeline, splits, cfg, 1.0 if share is None else share)
-    if share is not None and "pairs" in loop:
-        loop["pair_share"] = round(share, 4)
+    if collected and "pairs" in loop:
+        loop["pair_share"], loop["earlier_pairs"] = round(share, 4), collected[0]
     price = price_per_token(lm)
     rows = {phase: row for phase, count in counts.items()
             if (row := phase_row(phase, count, system, lm, loop, measured, price)) is not None}
