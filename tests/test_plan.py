@@ -193,3 +193,26 @@ def test_plan_times_lrf_training_per_pair_an_earlier_run_trained(tmp_path, monke
     plan = make_plan(cfg, *_pipeline_and_splits(cfg))
     assert plan["pairs"] > 0 and plan["phases"]["lrf_training"]["seconds_from"] == "measured"
     assert plan["phases"]["lrf_training"]["seconds"] == pytest.approx(round(plan["pairs"] * 30.0, 1))
+
+
+@pytest.mark.parametrize("lm, batched", [("local", True), ("openai", False)])
+def test_plan_times_a_collection_with_more_candidates_per_input_on_the_embedded_model(tmp_path, monkeypatch, lm, batched):
+    """Collection seconds per run came from a 3-candidate run whatever the candidates: Amazon's
+    8-candidate Stage 1 was planned at 2.2 h and took 47 min, since the embedded model generates an
+    input's candidates in one batch. An API model's calls are not batched: per run, as before."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    cfg = composed("pipeline=amazon", f"lm={lm}", "task=collect", "budget=cpu", "lrf.collect.num_candidates=8")
+    earlier = tmp_path / "outputs" / "day" / "earlier"
+    earlier.mkdir(parents=True)
+    (earlier / "results.json").write_text(json.dumps({
+        "pipeline": "amazon", "method": "optimas",
+        "config": {"lm": {"temperature": 0.0}, "lrf": {"collect": {"num_candidates": 3, "mc_repeats": 2,
+                                                                    "temperature": 0.9}}},
+        "ledger": {"by_phase": {"lrf_collection": {"runs": 350.0, "seconds": 3300.0}}}}))
+    plan = make_plan(cfg, *_pipeline_and_splits(cfg))
+    row = plan["phases"]["lrf_collection"]
+    assert row["runs"] == pytest.approx(850.0) and row["seconds_from"] == "measured"
+    assert row["seconds"] == pytest.approx(3300.0 if batched else 850 * 3300.0 / 350, rel=1e-3)
+    assert ("collection timed per input" in render(plan, "t")) is batched
