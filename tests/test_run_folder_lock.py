@@ -78,3 +78,15 @@ def test_a_run_releases_its_lock_when_it_ends(tmp_path):
     started = time.time()
     assert main(["run", *TOY, f"resume={folder}"]) == 0  # the same process goes on in it
     assert time.time() - started < 60
+
+
+def test_report_says_a_run_is_in_progress_or_how_to_continue_it(held):
+    """A folder without results.json was listed as "did not finish" while its run was still going."""
+    from optimas_cli.report.runs import read_run
+
+    folder, proc = held
+    assert f"still in progress (pid {proc.pid})" in read_run(folder).reason
+    proc.kill()
+    proc.wait()
+    reason = read_run(folder).reason
+    assert "did not finish" in reason and f"resume={folder}" in reason

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optimas_cli.errors import UserError
+from optimas_cli.system.run_folder import lock_holder
 
 # A folder is a run folder when optimas (or Hydra on its behalf) wrote one of these into it.
 RUN_MARKERS = ("results.json", "config.yaml", "optimas.log", ".hydra")
@@ -168,7 +169,10 @@ def read_run(folder: Path) -> Run | Problem:
     except UserError as err:
         return Problem(folder, err.problem.replace(str(folder / "results.json"), "results.json"))
     if results is None:
-        return Problem(folder, "no results.json: the run did not finish (see its optimas.log)")
+        pid = lock_holder(folder)
+        return Problem(folder, f"no results.json yet: the run is still in progress (pid {pid})" if pid is not None else
+                       f"no results.json: the run did not finish (see its optimas.log); continue it with "
+                       f"`optimas run <its overrides> resume={folder}`")
     if kind_of(results) == "run" and "test" not in results and results.get("test_skipped"):
         return Problem(folder, f"test skipped: {results['test_skipped']}")  # a capped run, not a damaged one
     missing = [key for key in REQUIRED[kind_of(results)] if not _has(results, key)]
