@@ -86,7 +86,30 @@ def test_an_update_reply_without_tags_is_a_counted_parse_failure(tmp_path):
     assert all(h.note == "no update: TGD's rewrite had no <IMPROVED_VARIABLE> tags" for h in outcome.history)
     printed = console.file.getvalue()
     assert "nothing validated: no update: TGD's rewrite had no <IMPROVED_VARIABLE> tags" in printed
-    assert "rejected" not in printed
+    assert "rejected" not in printed and "does not follow TextGrad's update format" not in printed  # 2 steps only
+
+
+def test_a_run_whose_lm_writes_no_tagged_rewrite_says_so_once_after_three_steps(tmp_path):
+    """The embedded 135M model spends hours of TextGrad steps on Amazon writing rewrites TGD cannot read;
+    the run said nothing of it but one "no update" line per step."""
+    pipeline = capitals()
+
+    def answer(req):
+        if "<IMPROVED_VARIABLE>" in req.messages[0]["content"]:
+            return "The feedback provided in the <FEEDBACK> tags is sent to the user."
+        return capitals_reply(req) or scripted_reply(req)
+
+    from io import StringIO
+
+    from rich.console import Console
+
+    console = Console(file=StringIO(), width=400)
+    outcome, _, _ = optimize_and_test(TextGrad(budget=smoke_budget(), console=console, steps=4), pipeline,
+                                      pipeline.splits, ScriptedLM(answer), tmp_path)
+    assert outcome.extras["textgrad"]["parse_failures"] == 4 * 2
+    printed = console.file.getvalue()
+    assert printed.count("does not follow TextGrad's update format") == 1
+    assert "none of the 6 rewrites of the first 3 steps" in printed
 
 
 @needs_pubmedqa

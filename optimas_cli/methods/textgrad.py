@@ -239,6 +239,9 @@ class TextGradGraph:
         return tg.TextLoss(instruction, engine=engine)(self.final_output(traj))
 
 
+UNPARSED_WARNING_STEP = 3  # the step after which a run whose every rewrite lacked the tags says so
+
+
 class TextGrad(Method):
     """`steps` TGD steps (default budget.iterations; in a matched-cost run, as many as the run cap pays
     for) on minibatches of `batch_size` training examples."""
@@ -358,6 +361,8 @@ class TextGrad(Method):
                     "calls": {role: e.calls for role, e in engines.items()},
                     "history": [e.to_dict() for e in history]})
                 self.print_iteration(entry)
+                if step == UNPARSED_WARNING_STEP and parse_failures == engines["optimizer"].calls > 0:
+                    self._warn_unparsed(parse_failures, step, ctx)
         end_as_planned(self.steps_from_cap and bool(self.budget.max_runs_from), ctx.caps, "TextGrad")
         extras = {"implementation": f"textgrad {tg.__version__}", "steps": steps, "parse_failures": parse_failures,
                   "lm_calls": {role: e.calls for role, e in engines.items()},
@@ -365,6 +370,16 @@ class TextGrad(Method):
                   "final_val_mean": val_total / len(splits.val),
                   "changed": [n for n in prompt_names if config[n] != system.default_config()[n]]}
         return MethodOutcome(config=SystemConfig(config), history=history, extras={"textgrad": extras})
+
+    def _warn_unparsed(self, failures: int, step: int, ctx) -> None:
+        """Hours of steps that cannot change anything, said once: the embedded 135M model has written no
+        tagged rewrite in any step of its Amazon run (echoes of the prompt, repeated sentences)."""
+        model = getattr(ctx.lm, "model", "the run's LM")
+        message = (f"none of the {failures} rewrites of the first {step} steps had TGD's <IMPROVED_VARIABLE> tags: "
+                   f"{model} does not follow TextGrad's update format, so no instruction can change. The run goes "
+                   "on; TextGrad needs an LM that follows it (e.g. lm=openai).")
+        log.warning("TextGrad: %s", message)
+        self.console.print(f"[yellow]TextGrad: {message}[/]")
 
     def prompt_proposer(self, pipeline, ctx) -> str:
         return "lm"
