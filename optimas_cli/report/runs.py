@@ -171,8 +171,8 @@ def read_run(folder: Path) -> Run | Problem:
     if results is None:
         pid = lock_holder(folder)
         return Problem(folder, f"no results.json yet: the run is still in progress (pid {pid})" if pid is not None else
-                       f"no results.json: the run did not finish (see its optimas.log); continue it with "
-                       f"`optimas run <its overrides> resume={folder}`")
+                       f"no results.json: the run did not finish (see its optimas.log); continue it with its "
+                       f"command plus resume={folder}")
     if kind_of(results) == "run" and "test" not in results and results.get("test_skipped"):
         return Problem(folder, f"test skipped: {results['test_skipped']}")  # a capped run, not a damaged one
     missing = [key for key in REQUIRED[kind_of(results)] if not _has(results, key)]
