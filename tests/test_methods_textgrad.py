@@ -64,50 +64,42 @@ def test_an_update_that_lowers_validation_is_reverted(tmp_path):
     assert outcome.history[0].val_candidate == 0.0 and not outcome.history[0].accepted
 
 
-def test_an_update_reply_without_tags_is_a_counted_parse_failure(tmp_path):
-    pipeline = capitals()
-
-    def answer(req):
-        if "<IMPROVED_VARIABLE>" in req.messages[0]["content"]:
-            return "Here is a better instruction: be precise."
-        return capitals_reply(req) or scripted_reply(req)
-
+def untagged_rewrites(tmp_path, rewrite: str, **settings):
+    """A TextGrad run on the capitals toy whose every update reply lacks TGD's tags: (outcome, console text)."""
     from io import StringIO
 
     from rich.console import Console
 
-    console = Console(file=StringIO(), width=200)
-    outcome, _, _ = optimize_and_test(TextGrad(budget=smoke_budget(), console=console), pipeline, pipeline.splits,
-                                      ScriptedLM(answer), tmp_path)
+    pipeline = capitals()
+
+    def answer(req):
+        if "<IMPROVED_VARIABLE>" in req.messages[0]["content"]:
+            return rewrite
+        return capitals_reply(req) or scripted_reply(req)
+
+    console = Console(file=StringIO(), width=400)
+    outcome, _, _ = optimize_and_test(TextGrad(budget=smoke_budget(), console=console, **settings), pipeline,
+                                      pipeline.splits, ScriptedLM(answer), tmp_path)
+    return outcome, console.file.getvalue()
+
+
+def test_an_update_reply_without_tags_is_a_counted_parse_failure(tmp_path):
+    outcome, printed = untagged_rewrites(tmp_path, "Here is a better instruction: be precise.")
     assert outcome.extras["textgrad"]["parse_failures"] == 2 * 2  # two steps, two prompt components
-    assert outcome.config == pipeline.system.default_config()
+    assert outcome.config == capitals().system.default_config()
     assert all(h.component is None for h in outcome.history)
     # said as what happened, not as a validation verdict ("val 0.000 → 0.000 rejected" before)
     assert all(h.note == "no update: TGD's rewrite had no <IMPROVED_VARIABLE> tags" for h in outcome.history)
-    printed = console.file.getvalue()
     assert "nothing validated: no update: TGD's rewrite had no <IMPROVED_VARIABLE> tags" in printed
     assert "rejected" not in printed and "does not follow TextGrad's update format" not in printed  # 2 steps only
 
 
 def test_a_run_whose_lm_writes_no_tagged_rewrite_says_so_once_after_three_steps(tmp_path):
-    """The embedded 135M model spends hours of TextGrad steps on Amazon writing rewrites TGD cannot read;
+    """The embedded 135M model spent 25 TextGrad steps on Amazon writing rewrites TGD could not read;
     the run said nothing of it but one "no update" line per step."""
-    pipeline = capitals()
-
-    def answer(req):
-        if "<IMPROVED_VARIABLE>" in req.messages[0]["content"]:
-            return "The feedback provided in the <FEEDBACK> tags is sent to the user."
-        return capitals_reply(req) or scripted_reply(req)
-
-    from io import StringIO
-
-    from rich.console import Console
-
-    console = Console(file=StringIO(), width=400)
-    outcome, _, _ = optimize_and_test(TextGrad(budget=smoke_budget(), console=console, steps=4), pipeline,
-                                      pipeline.splits, ScriptedLM(answer), tmp_path)
+    outcome, printed = untagged_rewrites(tmp_path, "The feedback provided in the <FEEDBACK> tags is sent to the user.",
+                                         steps=4)
     assert outcome.extras["textgrad"]["parse_failures"] == 4 * 2
-    printed = console.file.getvalue()
     assert printed.count("does not follow TextGrad's update format") == 1
     assert "none of the 6 rewrites of the first 3 steps" in printed
 
