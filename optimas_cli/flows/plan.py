@@ -29,6 +29,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.flows.matched import matched_reference, reference_run
 from optimas_cli.flows.resume import LRF_ONLY_TASKS, option_name
 from optimas_cli.flows.setup import build_budget
+from optimas_cli.lm.local.registry import is_local
 from optimas_cli.lrf.collect import expected_collection
 from optimas_cli.lrf.judge import JUDGE_COMPONENT
 from optimas_cli.report.paper_tables import optimization_runs
@@ -267,7 +268,7 @@ def _estimated_tokens(system, name: str, lm: Mapping) -> tuple[float, float]:
 def price_per_token(lm: Mapping) -> tuple[float, float, str] | None:
     """($ per prompt token, $ per completion token, source); None when the model has no known price."""
     model = str(lm.get("model", ""))
-    if model.startswith("local/"):
+    if is_local(model):
         return 0.0, 0.0, "embedded model: no API charge"
     price = lm.get("price") or {}
     if price.get("input_per_mtok") is not None and price.get("output_per_mtok") is not None:
@@ -297,7 +298,7 @@ def _seconds(phase: str, runs: float, calls: float, loop: dict, measured: dict |
     if before and before["seconds"] and ((phase == "lrf_training" and loop.get("lrf_steps")) or
                                          (phase == "lrf_judge" and calls > 0)):
         return float(before["seconds"]), "measured"  # no runs to scale by: the earlier run's time as it was
-    local = str(lm.get("model", "")).startswith("local/")
+    local = is_local(str(lm.get("model", "")))
     per_call = ESTIMATE["seconds_per_local_call"] if local else (
         ESTIMATE["seconds_per_api_call"] / max(1, int(lm.get("concurrency", 1) or 1)))
     steps = {"lrf_training": loop.get("lrf_steps", 0), "adaptation": loop.get("stage2_steps", 0)}.get(phase, 0)
@@ -338,7 +339,7 @@ def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = 
     counts, loop = count_phases(pipeline, splits, cfg, 1.0 if share is None else share)
     if collected and "pairs" in loop:
         loop["pair_share"], loop["earlier_pairs"] = round(share, 4), collected[0]
-    if measured and str(lm.get("model", "")).startswith("local/") and (ratio := _collection_runs_ratio(pipeline, cfg, measured)):
+    if measured and is_local(str(lm.get("model", ""))) and (ratio := _collection_runs_ratio(pipeline, cfg, measured)):
         loop["collection_runs_ratio"] = ratio
     price = price_per_token(lm)
     rows = {phase: row for phase, count in counts.items()
