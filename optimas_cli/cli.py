@@ -206,6 +206,26 @@ def plan_command(args: list[str]) -> int:
     return 0
 
 
+def headroom_command(args: list[str]) -> int:
+    """`optimas headroom [--dry-run] <overrides>`: composed like `optimas run`, outside the Hydra app."""
+    dry_run = "--dry-run" in args
+    rest = [a for a in args if a != "--dry-run"]
+    if any(a.startswith("-") for a in rest):
+        return fail(UserError("optimas headroom takes key=value overrides and --dry-run only",
+                              "scan one pipeline at a time, without -m"))
+    try:
+        cfg = check_overrides(rest)
+        quiet_libraries()
+        from rich.console import Console
+
+        from optimas_cli.flows.headroom import scan
+
+        scan(cfg, Console(highlight=False, soft_wrap=True), dry_run=dry_run)
+    except UserError as err:
+        return fail(err)
+    return 0
+
+
 def importable_here() -> None:
     """A user's pipeline module beside their config imports as it would under `python -m`: the working
     directory goes on the import path, for this process and the sweep jobs it starts."""
@@ -238,9 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "plan":
         return plan_command(rest)
     if command == "headroom":
-        from optimas_cli.flows.headroom import headroom_main
-
-        return headroom_main(rest)
+        return headroom_command(rest)
     if command not in HYDRA_TASKS:
         return fail(UserError(f"unknown command {command!r}", "run `optimas --help` to see the commands"))
     try:

@@ -199,25 +199,6 @@ def scan(cfg: DictConfig, console: Console, root: Path = Path("outputs"), dry_ru
     return {**results, "folder": str(folder.path)}
 
 
-def headroom_main(args: list[str]) -> int:
-    """`optimas headroom [--dry-run] <overrides>`: composed like `optimas run`, outside the Hydra app."""
-    from optimas_cli.cli import check_overrides, fail, quiet_libraries
-    from optimas_cli.errors import UserError
-
-    dry_run = "--dry-run" in args
-    rest = [a for a in args if a != "--dry-run"]
-    if any(a.startswith("-") for a in rest):
-        return fail(UserError("optimas headroom takes key=value overrides and --dry-run only",
-                              "scan one pipeline at a time, without -m"))
-    try:
-        cfg = check_overrides(rest)
-        quiet_libraries()
-        scan(cfg, Console(highlight=False, soft_wrap=True), dry_run=dry_run)
-    except UserError as err:
-        return fail(err)
-    return 0
-
-
 # -- rendering ------------------------------------------------------------------------------------
 def _rows(results: dict) -> list[tuple[str, str, dict, dict | None]]:
     out = [("(initial system)", "", results["initial"], None)]
