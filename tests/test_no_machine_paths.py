@@ -56,3 +56,14 @@ def test_the_pattern_tells_machine_paths_from_relative_ones():
     assert machine_paths("data_dir: /tmp/data")
     assert not machine_paths("data_dir: ../shared/data · $OPTIMAS_CACHE_DIR/models · ~/my_project/conf")
     assert not machine_paths("a private `/tmp` and adapters/candidate_profiler-x")
+
+
+def test_a_report_names_run_folders_as_it_was_given_them(tmp_path, monkeypatch):
+    """`optimas report docs/results/x/runs` writes `docs/results/x/runs/<run>` into its tables, not the
+    checkout's absolute path; the same folder named twice is still one run."""
+    from optimas_cli.report.runs import find_run_folders
+
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "runs" / "a" / "results.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    assert find_run_folders(["runs", str(tmp_path / "runs" / "a")]) == [Path("runs/a")]

@@ -139,8 +139,12 @@ def find_run_folders(paths: list[str]) -> list[Path]:
             if here != path and is_run_folder(here):
                 found.append(here)
                 dirs[:] = []  # lrf/, adapters/ inside a run are not runs
-    unique = list(dict.fromkeys(p.resolve() for p in found))
-    return unique
+    # One entry per folder however it was named, kept as the user named it: report tables and CSVs then
+    # show the paths they were given (relative ones stay relative), not where the checkout sits.
+    unique: dict[Path, Path] = {}
+    for p in found:
+        unique.setdefault(p.resolve(), p)
+    return list(unique.values())
 
 
 def read_results(folder: Path) -> dict | None:
