@@ -1,6 +1,7 @@
 """No machine paths in what the repository shows: the docs and the committed results name files relative to
 their run folder (or by the setting that chose them: `../shared/data`, `$OPTIMAS_CACHE_DIR`), never where
 they happened to sit on the machine that made them (/work/..., /tmp/..., /home/..., /root/...)."""
+import json
 import re
 from pathlib import Path
 
@@ -67,3 +68,23 @@ def test_a_report_names_run_folders_as_it_was_given_them(tmp_path, monkeypatch):
     (tmp_path / "runs" / "a" / "results.json").write_text("{}")
     monkeypatch.chdir(tmp_path)
     assert find_run_folders(["runs", str(tmp_path / "runs" / "a")]) == [Path("runs/a")]
+
+
+def test_run_files_name_what_is_inside_the_run_folder_relative_to_it(tmp_path):
+    """What a run writes (results.json, checkpoints, best_config.json) names its adapters `adapters/...`;
+    a path outside the folder (the data) is left as the user gave it, and the adapters are found again."""
+    from optimas_cli.system import SystemConfig
+    from optimas_cli.system.run_folder import RunFolder, adapters_found_in
+
+    folder = RunFolder(tmp_path / "run")
+    adapter = folder.path.resolve() / "adapters" / "profiler-1"
+    adapter.mkdir(parents=True)
+    folder.write_json("results.json", {"history": [{"proposal": str(adapter)}], "best": {"profiler": adapter},
+                                       "data_dir": "/data/shared"})
+    saved = json.loads(folder.file("results.json").read_text())
+    assert saved == {"history": [{"proposal": "adapters/profiler-1"}], "best": {"profiler": "adapters/profiler-1"},
+                     "data_dir": "/data/shared"}
+    SystemConfig({"profiler": str(adapter), "decider": "Answer with the index."}).save(folder.file("best_config.json"))
+    best = json.loads(folder.file("best_config.json").read_text())
+    assert best == {"profiler": "adapters/profiler-1", "decider": "Answer with the index."}
+    assert adapters_found_in(best, folder.path)["profiler"] == str(folder.path / "adapters" / "profiler-1")

@@ -7,6 +7,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from optimas_cli.system.run_folder import relative_inside
+
 
 class SystemConfig(Mapping):
     """An immutable mapping from component name to its configuration value (JSON-serialisable)."""
@@ -38,11 +40,12 @@ class SystemConfig(Mapping):
         return json.loads(json.dumps(self._values))
 
     def save(self, path: str | Path) -> None:
-        """Write atomically, so a run killed mid-write never leaves a half-written configuration."""
+        """Write atomically, so a run killed mid-write never leaves a half-written configuration; adapter
+        folders beside the file are named relative to it (`load` callers find them with adapters_found_in)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self._values, indent=2, ensure_ascii=False))
+        tmp.write_text(json.dumps(relative_inside(self._values, path.parent), indent=2, ensure_ascii=False))
         os.replace(tmp, path)
 
     @classmethod

@@ -27,6 +27,27 @@ def adapters_found_in(config: Mapping[str, Any], folder: str | os.PathLike) -> d
     return {name: _adapter_here(value, Path(folder)) for name, value in config.items()}
 
 
+def relative_inside(data: Any, folder: str | os.PathLike) -> Any:
+    """`data` with every path inside `folder` (a string or a Path, at any depth) written relative to it:
+    a run folder's files then name `adapters/...`, not where the machine kept the folder, and stay true
+    when it moves; adapters_found_in finds them again when they are read back."""
+    roots = tuple(dict.fromkeys(str(p) + os.sep for p in (Path(folder), Path(folder).resolve())))
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if isinstance(value, str):
+            root = next((r for r in roots if value.startswith(r)), None)
+            return value[len(root):] if root else value
+        if isinstance(value, Mapping):
+            return {key: walk(v) for key, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(data)
+
+
 def _adapter_here(value: Any, folder: Path) -> Any:
     if not isinstance(value, str) or "adapters/" not in value or Path(value).exists():
         return value
@@ -139,7 +160,7 @@ class RunFolder:
         return self.path / name
 
     def write_json(self, name: str, data: Any) -> Path:
-        return self.write_text(name, json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        return self.write_text(name, json.dumps(relative_inside(data, self.path), indent=2, ensure_ascii=False, default=str))
 
     def write_text(self, name: str, text: str) -> Path:
         """Write to a temporary file then rename: a killed run (or a full disk) never leaves a
