@@ -110,3 +110,20 @@ def test_documented_command_runs_as_written(doc, command, monkeypatch):
 ])
 def test_a_command_that_would_not_run_is_caught(command):
     assert problem(command) is not None
+
+
+def test_the_readme_lists_every_config_group_and_option_there_is():
+    """The README's config-group table is the current truth: each group of conf/ with exactly its options
+    (`name_*` stands for every option with that prefix)."""
+    from optimas_cli.conf import GROUPS, options
+
+    rows = re.findall(r"^\| `(\w+)` \| (.+) \|$", (ROOT / "README.md").read_text(), re.M)
+    listed = {group: re.findall(r"`([\w*]+)`", cells) for group, cells in rows if group in GROUPS}
+    assert set(listed) == set(GROUPS)
+    for group, names in listed.items():
+        wild = tuple(n.removesuffix("*") for n in names if n.endswith("*"))
+        exact = {n for n in names if not n.endswith("*")}
+        actual = set(options(group))
+        assert exact <= actual, f"{group}: the README lists options that do not exist: {sorted(exact - actual)}"
+        unlisted = {o for o in actual - exact if not (wild and o.startswith(wild))}
+        assert not unlisted, f"{group}: options missing from the README's table: {sorted(unlisted)}"
