@@ -88,3 +88,14 @@ def test_run_files_name_what_is_inside_the_run_folder_relative_to_it(tmp_path):
     best = json.loads(folder.file("best_config.json").read_text())
     assert best == {"profiler": "adapters/profiler-1", "decider": "Answer with the index."}
     assert adapters_found_in(best, folder.path)["profiler"] == str(folder.path / "adapters" / "profiler-1")
+
+
+def test_a_matched_run_logs_its_reference_beside_it_not_where_the_machine_keeps_it(tmp_path, caplog):
+    from tests.test_matched_cost import composed, matched, reference
+
+    cfg = composed("pipeline=toy_hint", "method=dspy", "budget.max_runs_from=optimas")
+    reference(tmp_path, "0-toy_hint-optimas", cfg)
+    with caplog.at_level("INFO", logger="optimas"):
+        assert matched(cfg, tmp_path) == 50.0
+    line = next(r.getMessage() for r in caplog.records if "spent optimizing" in r.getMessage())
+    assert line.endswith("(../0-toy_hint-optimas)") and not machine_paths(line)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -74,7 +75,7 @@ def matched_max_runs(cfg: DictConfig, pipeline: str, run_folder: Path) -> float 
     if spent is None:
         raise UserError(f"budget.max_runs_from={reference}: {folder}/results.json has no executed run count",
                         "re-run the reference with this version of optimas")
-    log.info("budget.max_runs=%s: what %s spent optimizing (%s)", spent, reference, folder)
+    log.info("budget.max_runs=%s: what %s spent optimizing (%s)", spent, reference, os.path.relpath(folder, run_folder))
     return spent
 
 

@@ -37,7 +37,7 @@ from optimas_cli.system import ConfigKind, Pipeline, RunContext, Splits, SystemC
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.caps import cap_reached, end_as_planned, ends_at_run_cap, iterations_in_words
 from optimas_cli.system.evaluate import rewards
-from optimas_cli.system.run_folder import RunFolder, adapters_found_in, uncounted
+from optimas_cli.system.run_folder import RunFolder, adapters_found_in, relative_inside, uncounted
 
 log = logging.getLogger("optimas")
 OPTIMIZER_FILE = "optimizer.pt"  # the AdamW state after an iteration's update, beside its adapters
@@ -161,8 +161,8 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
         console.print(f"  iter {t + 1:>3} · mean reward {entry.details['mean_reward']:.3f} · val {entry.val_before:.3f}"
                       f" → {entry.val_candidate if entry.val_candidate is not None else '-'}"
                       f" {'accepted' if entry.accepted else 'kept'} · runs {entry.runs_so_far:.1f}")
-        log.info("%s iteration %d: %s", label, t + 1,
-                 {k: v for k, v in entry.to_dict().items() if k != "details"} | {"mean_reward": entry.details["mean_reward"]})
+        logged = {k: v for k, v in entry.to_dict().items() if k != "details"} | {"mean_reward": entry.details["mean_reward"]}
+        log.info("%s iteration %d: %s", label, t + 1, relative_inside(logged, folder.path))
         if until_cap and ctx.ledger.equivalent_runs() <= runs_before:  # nothing spent: the cap would never come
             log.warning("%s iteration %d spent no system run; stopping before the cap", label, t + 1)
             break
