@@ -108,10 +108,10 @@ class TPE(Method):
                                                         if c.kind is ConfigKind.WEIGHTS},
                   "space_size": float(size), "minibatch_size": self.minibatch_size, "minibatches": len(batches),
                   "reduction_factor": self.reduction_factor, "sampler": f"TPESampler(seed={self.seed})",
-                  "optuna": optuna.__version__, "ended": "", "resumed_after_trial": len(seen) - 1 if state else None}
+                  "optuna": optuna.__version__, "ended": "", "resumed_after_trial": len(state["trials"]) - 1 if state else None}
         self.console.print(f"[bold]TPE[/] · {len(names)} components · {size:.3g} configurations · "
                            f"{len(batches)} validation minibatches of {self.minibatch_size}"
-                           + (f" · resumed after trial {len(seen) - 1}, validation {best_total:.3f}" if state else ""))
+                           + (f" · resumed after trial {extras['resumed_after_trial']}, validation {best_total:.3f}" if state else ""))
 
         repeats = 0
         while True:
