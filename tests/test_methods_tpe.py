@@ -58,9 +58,10 @@ def context(pipe, max_runs: float | None = None) -> RunContext:
     return ctx
 
 
-def run(pipe, folder, ctx=None, **settings):
+def run(pipe, folder, ctx=None, budget=None, **settings):
     ctx = ctx or context(pipe)
-    outcome = TPE(smoke_budget(), **{"seed": 0, **settings}).optimize(pipe, pipe.splits, ctx, RunFolder(folder))
+    method = TPE(budget or smoke_budget(), **{"seed": 0, **settings})
+    outcome = method.optimize(pipe, pipe.splits, ctx, RunFolder(folder))
     return outcome, ctx
 
 
@@ -102,6 +103,14 @@ def test_the_run_cap_is_never_crossed_and_the_result_is_the_best_fully_validated
         best = max([e.val_before for e in outcome.history] + [e.val_candidate for e in outcome.history
                                                               if e.val_candidate is not None])
         assert full == pytest.approx(best)
+
+
+def test_a_matched_cost_run_searches_until_the_run_cap_and_ends_there_as_planned(tmp_path):
+    pipe = synthetic()
+    ctx = context(pipe, max_runs=100.0)
+    outcome, _ = run(pipe, tmp_path, ctx=ctx, budget=smoke_budget(max_runs_from="optimas"))
+    assert len(outcome.history) > smoke_budget().iterations  # not stopped by budget.iterations
+    assert 100.0 - 5 < ctx.ledger.equivalent_runs() <= 100.0 and ctx.caps.stopped is None  # not a stop: exit 0
 
 
 def test_the_same_seed_gives_the_same_history_and_another_seed_another(tmp_path):

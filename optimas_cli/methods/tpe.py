@@ -138,7 +138,7 @@ class TPE(Method):
             means: list[float] = []
             outcome = "complete"
             first = trajs is None  # trial 0: nothing cached yet, the whole system runs and is charged
-            with ctx.ledger.timed("validation"), nullcontext() if first else ctx.ledger.provisional() as validation:
+            with ctx.ledger.timed("validation"), (nullcontext() if first else ctx.ledger.provisional()) as validation:
                 for step, batch in enumerate(batches, 1):
                     if cap_reached(ctx, {"max_runs": system.rerun_cost(None if first else changed, len(batch), candidate)}):
                         outcome = "capped"
