@@ -187,11 +187,11 @@ class TPE(Method):
             # Accounts before the state that marks the trial done: a kill between them redoes it, counted once.
             folder.save_accounts(ctx)
             folder.write_json(STATE_FILE, {
-                "trials": [_record(t) for t in study.trials if t.state.is_finished()],
+                "trials": [_record(t) for t in study.get_trials(deepcopy=False) if t.state.is_finished()],
                 "sampler": base64.b64encode(pickle.dumps(sampler)).decode("ascii"),
                 "config": config.to_dict(), "best_total": best_total, "history": [e.to_dict() for e in history]})
         end_as_planned(self.until_cap, ctx.caps, "TPE")
-        finished = [t for t in study.trials if t.state.is_finished()]
+        finished = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
         extras.update(trials=len(finished), scored=len(history),
                       pruned=sum(e.val_candidate is None for e in history),
                       accepted=sum(e.accepted for e in history), distinct_configurations=len(seen),
