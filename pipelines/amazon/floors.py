@@ -1,0 +1,42 @@
+"""Amazon's floors (optimas_cli/report/floors.py): chance, the training majority index, and a no-LM
+lexical rule, each scored on the run's own test examples; `group` splits them by source file."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from optimas_cli.report.floors import Floor
+from pipelines.amazon.data import load_splits
+
+_WORD = re.compile(r"\w+")
+
+
+def train_examples(config: dict) -> list[dict]:
+    """The training split the run saw: the loader's, cut at the run's budget.train_size."""
+    size = (config.get("budget") or {}).get("train_size")
+    train = load_splits(config.get("data_dir")).train
+    return train if size is None else train[: int(size)]
+
+
+def group(example: dict) -> str:
+    """The source file an example came from: the id prefix data.py gives it ('en' or 'multilingual')."""
+    return str(example["id"]).split("-")[0]
+
+
+def floors(train: list[dict], test: list[dict]) -> list[Floor]:
+    majority, count = Counter(str(e["answer"]) for e in train).most_common(1)[0]
+    return [
+        Floor("chance", "a uniformly random candidate: 1 / number of candidates",
+              {e["key"]: 1 / len(e["choices"]) for e in test}),
+        Floor("majority index", f"always index {majority}, the most frequent answer of the {len(train)} training "
+              f"examples ({count} of them)", {e["key"]: float(str(e["answer"]) == majority) for e in test}),
+        Floor("lexical overlap", "the candidate sharing the most distinct words with the session (no LM); a tie "
+              "scores the chance of picking the answer among the tied", {e["key"]: _overlap_score(e) for e in test}),
+    ]
+
+
+def _overlap_score(example: dict) -> float:
+    session = set(_WORD.findall(example["sequence"].lower()))
+    shared = [len(session & set(_WORD.findall(choice.lower()))) for choice in example["choices"]]
+    tied = [i for i, n in enumerate(shared) if n == max(shared)]
+    return 1 / len(tied) if int(example["answer"]) in tied else 0.0
