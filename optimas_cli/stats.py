@@ -56,9 +56,10 @@ def mean_ci_over_runs(runs: Sequence[Sequence[float]], level: float = 0.95, n_bo
     example i: each draw resamples the examples once (they are shared, so one draw serves every run) and
     then the runs with replacement (a two-level bootstrap). Seed-to-seed spread widens the CI, and runs
     that scored alike add nothing: k identical runs give exactly the one-run interval."""
-    matrix = np.stack([_array(r, "mean_ci_over_runs") for r in runs]) if runs else np.empty((0, 0))
-    if matrix.ndim != 2 or matrix.size == 0:
+    arrays = [_array(r, "mean_ci_over_runs") for r in runs]
+    if not arrays or len({a.size for a in arrays}) != 1:
         raise ValueError("mean_ci_over_runs: need runs of equally many examples (the same examples, aligned)")
+    matrix = np.stack(arrays)
     k, n = matrix.shape
     rng = np.random.default_rng(seed)
     examples = rng.integers(0, n, size=(n_boot, n))  # drawn first, so one run matches mean_ci's draws
