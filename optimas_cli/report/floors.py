@@ -43,6 +43,7 @@ class PipelineFloors:
     floors: tuple[Floor, ...]
     groups: dict[str, str]             # test example key -> subgroup ('' when the pipeline has none)
     reason: str = ""                   # why there are no floors (no floors module, no traces, no data)
+    declared: bool = True              # the pipeline has a floors module (a toy pipeline may have none)
 
     @property
     def defined(self) -> list[Floor]:
@@ -76,7 +77,7 @@ def pipeline_floors(runs: list[Run]) -> PipelineFloors:
     run of a pipeline shares), learned from the smallest training split any of them saw."""
     module = floors_module(runs[0].pipeline)
     if module is None:
-        return PipelineFloors((), {}, f"no pipelines/{runs[0].pipeline}/floors.py")
+        return PipelineFloors((), {}, f"none declared (no pipelines/{runs[0].pipeline}/floors.py)", declared=False)
     traced = sorted((r for r in runs if predictions_path(r.folder) is not None), key=lambda r: str(r.folder))
     if not traced:
         return PipelineFloors((), {}, "no run has per-example traces (predictions.jsonl.gz)")
@@ -127,7 +128,7 @@ class FloorCheck:
     @property
     def blocks(self) -> str:
         """Why no verdict may be printed ('' when one may): below the best floor, or floors not computable."""
-        if self.floors.reason and not self.floors.reason.startswith("no pipelines/"):
+        if self.floors.reason and self.floors.declared:
             return f"no verdict: floors not computed ({self.floors.reason})"
         if self.best is None:
             return ""
