@@ -72,7 +72,7 @@ def floor_table(runs: list[Run], sources: str) -> Table | None:
         "95% CI: two-level bootstrap, the test examples resampled once per draw and the seeds on top, so a "
         "repeated seed never narrows it. Seed-level CI: Student-t over the seeds' own means (n/a with one seed). "
         "Against each floor: the method's per-example score minus the floor's on the same examples, with both "
-        "intervals (the seed-level one from 2 seeds); beaten: every interval lies above 0. A verdict (gain, "
+        "intervals (the seed-level one with 2 or more seeds); beaten: every interval lies above 0. A verdict (gain, "
         f"target met) is printed only for a result that beats the best floor. {sources}")
     return table
 

@@ -139,8 +139,12 @@ def find_run_folders(paths: list[str]) -> list[Path]:
             if here != path and is_run_folder(here):
                 found.append(here)
                 dirs[:] = []  # lrf/, adapters/ inside a run are not runs
-    unique = list(dict.fromkeys(p.resolve() for p in found))
-    return unique
+    # One entry per folder, named as the user named it: a relative path keeps a committed report free of
+    # the machine's own folders.
+    unique: dict[Path, Path] = {}
+    for folder in found:
+        unique.setdefault(folder.resolve(), folder)
+    return list(unique.values())
 
 
 def read_results(folder: Path) -> dict | None:
