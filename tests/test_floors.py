@@ -124,3 +124,30 @@ def test_floors_stand_beside_the_methods_on_the_same_examples(below_majority):
     assert groups[("en", "floor:majority index")]["n"] == "10"
     assert float(groups[("en", "floor:majority index")]["mean"]) == 1.0
     assert float(groups[("multilingual", "floor:majority index")]["mean"]) == 0.5
+
+
+def test_stark_floors_rank_the_candidates_without_an_lm():
+    from pipelines.stark_prime import floors as stark_floors
+    from pipelines.stark_prime.data import render_candidates
+
+    example = {"key": "q1", "question": "Which drug treats migraine headaches?", "candidate_ids": [10, 11, 12, 13, 14],
+               "answer_ids": [12], "candidate_names": ["aspirin", "insulin", "sumatriptan", "heparin", "warfarin"],
+               "relation_info": render_candidates(["blood", "diabetes", "migraine headaches", "clotting", "clotting"]),
+               "text_info": render_candidates(["pain", "sugar", "treats migraine", "blood", "blood"]),
+               "emb_scores": [0.9, 0.8, 0.7, 0.2, 0.1]}
+    chance, majority, retrieval, overlap = stark_floors.floors([], [example])
+    assert chance.scores == {"q1": pytest.approx(sum(1 / r for r in range(1, 6)) / 5)}  # one answer among five
+    assert majority.scores is None and "not defined" in majority.how
+    assert retrieval.scores == {"q1": pytest.approx(1 / 3)}  # the retriever ranked the answer third
+    assert overlap.scores == {"q1": 1.0}  # it alone shares 'treats', 'migraine', 'headaches' with the question
+
+
+def test_a_pipeline_whose_floors_are_undefined_says_so_and_keeps_its_verdicts(tmp_path):
+    from optimas_cli.report.floors import PipelineFloors, check
+    from optimas_cli.report.runs import Run
+    from pipelines.bigcodebench import floors as bcb_floors
+
+    (floor,) = bcb_floors.floors([], [{"key": "t"}])
+    assert floor.scores is None and floor.how.startswith("not defined")
+    run = Run(tmp_path, {"pipeline": "bigcodebench", "method": "optimas", "config": {"seed": 0}})
+    assert check([run], PipelineFloors((floor,), {})).blocks == ""  # nothing to beat: nothing blocks

@@ -36,7 +36,7 @@ def floor_table(runs: list[Run], sources: str) -> Table | None:
         found = floors[pipeline]
         best = found.best()
         for floor in found.floors:
-            table.rows.append([pipeline, f"floor: {floor.name}", "—", str(len(floor.scores or {})) or "—",
+            table.rows.append([pipeline, f"floor: {floor.name}", "—", str(len(floor.scores)) if floor.scores else "—",
                                "not defined" if not floor.scores else number(floor.mean), "—", "—", floor.how])
             table.csv_rows.append([pipeline, f"floor:{floor.name}", "", None, len(floor.scores or {}), floor.mean,
                                    *(None,) * 4, floor.name, floor.mean, *(None,) * 5, None, floor is best])
