@@ -151,3 +151,13 @@ def test_a_pipeline_whose_floors_are_undefined_says_so_and_keeps_its_verdicts(tm
     assert floor.scores is None and floor.how.startswith("not defined")
     run = Run(tmp_path, {"pipeline": "bigcodebench", "method": "optimas", "config": {"seed": 0}})
     assert check([run], PipelineFloors((floor,), {})).blocks == ""  # nothing to beat: nothing blocks
+
+
+def test_hotpotqa_majority_answer_is_scored_by_answer_f1():
+    from pipelines.hotpotqa import floors as hotpot_floors
+
+    train = [{"gold_answer": a} for a in ("Yes", "yes", "no", "Paris")]
+    test = [{"key": "a", "gold_answer": "yes"}, {"key": "b", "gold_answer": "no"}, {"key": "c", "gold_answer": "Yes."}]
+    chance, majority = hotpot_floors.floors(train, test)
+    assert chance.scores is None
+    assert majority.name == "majority 'yes'" and majority.scores == {"a": 1.0, "b": 0.0, "c": 1.0}
