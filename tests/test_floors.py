@@ -42,7 +42,7 @@ def test_amazon_floors_are_chance_training_majority_and_word_overlap(tmp_path):
     train = amazon_floors.train_examples(config)
     assert [e["id"] for e in train] == ["en-0", "en-1", "en-2", "en-3", "en-4"]  # the budget's first five
     test = [{**e, "key": e["id"]} for e in amazon_floors.load_splits(str(tmp_path)).test]
-    chance, majority, overlap = amazon_floors.floors(train, test)
+    chance, majority, overlap = amazon_floors.floors(train, test, config)
     assert chance.mean == 0.25
     assert "index 1" in majority.how and majority.mean == 0.0  # every test answer is 3
     assert overlap.mean == 1.0  # the answer is the one candidate sharing a word with the session
@@ -52,7 +52,7 @@ def test_amazon_floors_are_chance_training_majority_and_word_overlap(tmp_path):
 def test_tied_word_overlap_scores_the_chance_of_picking_the_answer():
     example = {"key": "k", "sequence": "red shoe", "choices": ["red hat", "red cup", "blue pen", "green box"],
                "answer": "1"}
-    (_, _, overlap) = amazon_floors.floors([{"answer": "0"}], [example])
+    (_, _, overlap) = amazon_floors.floors([{"answer": "0"}], [example], {})
     assert overlap.scores == {"k": 0.5}
 
 
@@ -135,7 +135,7 @@ def test_stark_floors_rank_the_candidates_without_an_lm():
                "relation_info": render_candidates(["blood", "diabetes", "migraine headaches", "clotting", "clotting"]),
                "text_info": render_candidates(["pain", "sugar", "treats migraine", "blood", "blood"]),
                "emb_scores": [0.9, 0.8, 0.7, 0.2, 0.1]}
-    chance, majority, retrieval, overlap = stark_floors.floors([], [example])
+    chance, majority, retrieval, overlap = stark_floors.floors([], [example], {})
     assert chance.scores == {"q1": pytest.approx(sum(1 / r for r in range(1, 6)) / 5)}  # one answer among five
     assert majority.scores is None and "not defined" in majority.how
     assert retrieval.scores == {"q1": pytest.approx(1 / 3)}  # the retriever ranked the answer third
@@ -147,7 +147,7 @@ def test_a_pipeline_whose_floors_are_undefined_says_so_and_keeps_its_verdicts(tm
     from optimas_cli.report.runs import Run
     from pipelines.bigcodebench import floors as bcb_floors
 
-    (floor,) = bcb_floors.floors([], [{"key": "t"}])
+    (floor,) = bcb_floors.floors([], [{"key": "t"}], {})
     assert floor.scores is None and floor.how.startswith("not defined")
     run = Run(tmp_path, {"pipeline": "bigcodebench", "method": "optimas", "config": {"seed": 0}})
     assert check([run], PipelineFloors((floor,), {})).blocks == ""  # nothing to beat: nothing blocks
@@ -158,6 +158,21 @@ def test_hotpotqa_majority_answer_is_scored_by_answer_f1():
 
     train = [{"gold_answer": a} for a in ("Yes", "yes", "no", "Paris")]
     test = [{"key": "a", "gold_answer": "yes"}, {"key": "b", "gold_answer": "no"}, {"key": "c", "gold_answer": "Yes."}]
-    chance, majority = hotpot_floors.floors(train, test)
-    assert chance.scores is None
+    majority = hotpot_floors.majority_floor(train, test)
     assert majority.name == "majority 'yes'" and majority.scores == {"a": 1.0, "b": 0.0, "c": 1.0}
+    unique = hotpot_floors.majority_floor([{"gold_answer": "Paris"}, {"gold_answer": "Rome"}], test)
+    assert unique.scores is None and "no answer recurs" in unique.how
+
+
+def test_hotpotqa_bm25_floor_answers_with_the_top_passage_title(tmp_path):
+    from pipelines.hotpotqa.floors import bm25_floor
+    from pipelines.hotpotqa.passage_search import BM25PassageIndex, Passage
+
+    search = BM25PassageIndex.load_or_build(
+        [Passage("Paris", "capital city of France on the Seine"), Passage("Berlin", "capital of Germany on the Spree"),
+         Passage("Danube", "a long river through Vienna and Budapest")], cache_dir=tmp_path)
+    test = [{"key": "a", "question": "Which city is the capital of France?", "gold_answer": "Paris"},
+            {"key": "b", "question": "Which river flows through Vienna?", "gold_answer": "the Danube River"},
+            {"key": "c", "question": "zzz qqq", "gold_answer": "Paris"}]
+    floor = bm25_floor(search, test)
+    assert floor.scores == {"a": 1.0, "b": pytest.approx(2 / 3), "c": 0.0}  # no match: an empty answer

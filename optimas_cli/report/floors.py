@@ -5,8 +5,10 @@ Each pipeline declares its own in `pipelines/<name>/floors.py`, one shape for al
 
     train_examples(config: dict) -> list[dict]   the training split the run saw (its loader, capped by
                                                  the run's budget.train_size), in the loader's order
-    floors(train, test) -> list[Floor]           chance, the training majority, a cheap no-LM rule...;
-                                                 a floor that is not defined says so (scores None)
+    floors(train, test, config) -> list[Floor]   chance, the training majority, a cheap no-LM rule...;
+                                                 a floor that is not defined says so (scores None);
+                                                 config (the run's) for a rule that needs the pipeline's
+                                                 own resources (HotpotQA's BM25 corpus)
     group(example) -> str                        optional: the subgroup an example belongs to (Amazon:
                                                  its source file), for per-group rows
 
@@ -99,13 +101,13 @@ def _computed(pipeline: str, folder: str, config_json: str) -> PipelineFloors:
     except UserError as exc:
         return PipelineFloors((), {}, f"test examples not readable: {exc.problem}")
     try:
-        train = module.train_examples(config)
+        found = module.floors(module.train_examples(config), list(test.values()), config)
     except (UserError, OSError) as exc:
         problem = getattr(exc, "problem", None) or str(exc)
-        return PipelineFloors((), {}, f"training split not available ({problem}); floors need the pipeline's data")
+        return PipelineFloors((), {}, f"the pipeline's data is not available ({problem})")
     group = getattr(module, "group", None)
     groups = {key: (group(example) if group else "") for key, example in test.items()}
-    return PipelineFloors(tuple(module.floors(train, list(test.values()))), groups)
+    return PipelineFloors(tuple(found), groups)
 
 
 def test_examples(folder: Path) -> dict[str, dict]:

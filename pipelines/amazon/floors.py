@@ -23,7 +23,7 @@ def group(example: dict) -> str:
     return str(example["id"]).split("-")[0]
 
 
-def floors(train: list[dict], test: list[dict]) -> list[Floor]:
+def floors(train: list[dict], test: list[dict], config: dict) -> list[Floor]:
     majority, count = Counter(str(e["answer"]) for e in train).most_common(1)[0]
     return [
         Floor("chance", "a uniformly random candidate: 1 / number of candidates",

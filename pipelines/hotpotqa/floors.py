@@ -1,32 +1,59 @@
-"""HotpotQA's floors (optimas_cli/report/floors.py): the training split's most frequent answer, given to
-every test question and scored by the pipeline's answer F1 (HotpotQA's comparison questions make 'yes'
-a real floor). No chance level: answers are open text."""
+"""HotpotQA's floors (optimas_cli/report/floors.py), scored by the pipeline's answer F1 on the run's own
+test examples: the training split's most frequent answer for every question (HotpotQA's comparison
+questions make 'yes' a real floor), and BM25 alone: the title of the top passage the pipeline's own BM25
+search finds for the question, as the answer. No chance level: answers are open text."""
 from __future__ import annotations
 
 from collections import Counter
 
 from optimas_cli.report.floors import Floor
-from pipelines.hotpotqa.data import DEFAULT_TRAIN_SIZE, DEFAULT_VAL_SIZE, load_rows, make_splits
+from pipelines.hotpotqa.data import (
+    DEFAULT_TRAIN_SIZE,
+    DEFAULT_VAL_SIZE,
+    load_rows,
+    make_splits,
+    pooled_paragraphs,
+)
 from pipelines.hotpotqa.metric import f1_score, normalize_answer
+from pipelines.hotpotqa.passage_search import BM25PassageIndex, Passage, PassageSearch
+
+
+def _rows(config: dict):
+    """The pipeline's rows at the run's seed and sizes, as pipelines.hotpotqa.build loads them."""
+    pipeline = config.get("pipeline") or {}
+    sizes = int(pipeline.get("train_size") or DEFAULT_TRAIN_SIZE), int(pipeline.get("val_size") or DEFAULT_VAL_SIZE)
+    return load_rows(config.get("data_dir"), seed=int(pipeline.get("seed") or 0), min_pool=sum(sizes)), sizes
 
 
 def train_examples(config: dict) -> list[dict]:
     """The training split the run saw: the pipeline's shuffled pool at its seed and sizes, cut at the
     run's budget.train_size."""
-    pipeline = config.get("pipeline") or {}
-    train_size = int(pipeline.get("train_size") or DEFAULT_TRAIN_SIZE)
-    val_size = int(pipeline.get("val_size") or DEFAULT_VAL_SIZE)
-    rows = load_rows(config.get("data_dir"), seed=int(pipeline.get("seed") or 0), min_pool=train_size + val_size)
+    rows, (train_size, val_size) = _rows(config)
     train = make_splits(rows, train_size, val_size, 0).train
     size = (config.get("budget") or {}).get("train_size")
     return train if size is None else train[: int(size)]
 
 
-def floors(train: list[dict], test: list[dict]) -> list[Floor]:
-    floors_ = [Floor("chance", "not defined: answers are open text, not a choice among a finite set", None)]
+def floors(train: list[dict], test: list[dict], config: dict) -> list[Floor]:
+    found = [Floor("chance", "not defined: answers are open text, not a choice among a finite set", None)]
     if train:
-        answer, count = Counter(normalize_answer(e["gold_answer"]) for e in train).most_common(1)[0]
-        floors_.append(Floor(f"majority '{answer}'", f"always '{answer}', the most frequent (normalized) answer of "
-                             f"the {len(train)} training questions ({count} of them), scored by answer F1",
-                             {e["key"]: f1_score(answer, e["gold_answer"]) for e in test}))
-    return floors_
+        found.append(majority_floor(train, test))
+    rows, _ = _rows(config)
+    corpus = [Passage(title, text) for title, text in pooled_paragraphs(rows.test + rows.pool)]
+    return [*found, bm25_floor(BM25PassageIndex.load_or_build(corpus), test)]
+
+
+def majority_floor(train: list[dict], test: list[dict]) -> Floor:
+    answer, count = Counter(normalize_answer(e["gold_answer"]) for e in train).most_common(1)[0]
+    if count < 2:  # every answer is unique: "the most frequent" would be an arbitrary one
+        return Floor("majority", f"not defined: no answer recurs among the {len(train)} training questions", None)
+    return Floor(f"majority '{answer}'", f"always '{answer}', the most frequent (normalized) answer of the "
+                 f"{len(train)} training questions ({count} of them)",
+                 {e["key"]: f1_score(answer, e["gold_answer"]) for e in test})
+
+
+def bm25_floor(search: PassageSearch, test: list[dict]) -> Floor:
+    top = search.search([e["question"] for e in test], 1)
+    return Floor("BM25 top title", "the title of the top BM25 passage for the question (the pipeline's corpus and "
+                 "search, no LM) given as the answer", {e["key"]: f1_score(hits[0].title if hits else "", e["gold_answer"])
+                                                        for e, hits in zip(test, top, strict=True)})

@@ -16,7 +16,7 @@ def train_examples(config: dict) -> list[dict]:
     return train if size is None else train[: int(size)]
 
 
-def floors(train: list[dict], test: list[dict]) -> list[Floor]:
+def floors(train: list[dict], test: list[dict], config: dict) -> list[Floor]:
     majority, count = Counter(str(e["answer"]) for e in train).most_common(1)[0]
     return [
         Floor("chance", f"a uniformly random label of {', '.join(LABELS)}: 1/{len(LABELS)}",

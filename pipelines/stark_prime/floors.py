@@ -19,7 +19,7 @@ def train_examples(config: dict) -> list[dict]:
     return []
 
 
-def floors(train: list[dict], test: list[dict]) -> list[Floor]:
+def floors(train: list[dict], test: list[dict], config: dict) -> list[Floor]:
     return [
         Floor("chance", "the expected reciprocal rank of a uniformly random order of the candidates",
               {e["key"]: _random_rank(e) for e in test}),
