@@ -44,7 +44,7 @@ def test_amazon_floors_are_chance_training_majority_and_word_overlap(tmp_path):
     test = [{**e, "key": e["id"]} for e in amazon_floors.load_splits(str(tmp_path)).test]
     chance, majority, overlap = amazon_floors.floors(train, test, config)
     assert chance.mean == 0.25
-    assert "index 1" in majority.how and majority.mean == 0.0  # every test answer is 3
+    assert majority.name == "majority index 1" and majority.mean == 0.0  # every test answer is 3
     assert overlap.mean == 1.0  # the answer is the one candidate sharing a word with the session
     assert {amazon_floors.group(e) for e in test} == {"en", "multilingual"}
 
@@ -101,8 +101,8 @@ def test_no_gain_verdict_below_the_best_floor(below_majority):
         (row,) = list(csv.DictReader(handle))
     assert float(row["delta_low"]) > 0  # the paired gain over Unoptimized is real...
     assert row["gain_shown"] == "False"  # ...but it is no verdict: Optimas is below the majority floor
-    assert row["floor_block"].startswith("below floor: majority index 0.")
-    assert "| no (below floor: majority index" in text
+    assert row["floor_block"] == "below floor: majority index 0 (0.7500)"
+    assert "| no (below floor: majority index 0 (0.7500)) |" in text
     assert "on 0 of 1 pipeline(s)" in text
 
 
@@ -112,18 +112,18 @@ def test_floors_stand_beside_the_methods_on_the_same_examples(below_majority):
     with (out / "table2_floors.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     floors = {r["floor"]: float(r["floor_mean"]) for r in rows if r["method"].startswith("floor:")}
-    assert floors == {"chance": 0.25, "majority index": 0.75, "lexical overlap": 0.0}
+    assert floors == {"chance": 0.25, "majority index 0": 0.75, "lexical overlap": 0.0}
     optimas = {r["floor"]: r["beats_floor"] for r in rows if r["method"] == "optimas"}
-    assert optimas == {"chance": "True", "majority index": "False", "lexical overlap": "True"}
+    assert optimas == {"chance": "True", "majority index 0": "False", "lexical overlap": "True"}
     # Table 2 names the best floor and marks the cells below it; Table 3 says which calls the cache answered.
-    assert "| majority index 0.7500 |" in text and "0.6000" in text and "▽" in text
+    assert "| majority index 0 0.7500 |" in text and "0.6000" in text and "▽" in text
     assert "4 (3 from the LM cache)" in text
     # The per-language rows: both source files, floors recomputed on each.
     with (out / "table2_groups.csv").open() as handle:
         groups = {(r["group"], r["method"]): r for r in csv.DictReader(handle)}
-    assert groups[("en", "floor:majority index")]["n"] == "10"
-    assert float(groups[("en", "floor:majority index")]["mean"]) == 1.0
-    assert float(groups[("multilingual", "floor:majority index")]["mean"]) == 0.5
+    assert groups[("en", "floor:majority index 0")]["n"] == "10"
+    assert float(groups[("en", "floor:majority index 0")]["mean"]) == 1.0
+    assert float(groups[("multilingual", "floor:majority index 0")]["mean"]) == 0.5
 
 
 def test_stark_floors_rank_the_candidates_without_an_lm():
@@ -153,15 +153,26 @@ def test_a_pipeline_whose_floors_are_undefined_says_so_and_keeps_its_verdicts(tm
     assert check([run], PipelineFloors((floor,), {})).blocks == ""  # nothing to beat: nothing blocks
 
 
-def test_hotpotqa_majority_answer_is_scored_by_answer_f1():
+def test_the_majority_floor_shares_ties_and_needs_a_recurring_answer():
+    from optimas_cli.report.floors import majority_floor
+
+    test = [{"key": "a", "answer": "yes"}, {"key": "b", "answer": "no"}, {"key": "c", "answer": "maybe"}]
+    exact = lambda answer, example: float(example["answer"] == answer)  # noqa: E731
+    majority = majority_floor(["yes", "yes", "no", "maybe"], test, exact)
+    assert majority.name == "majority 'yes'" and majority.scores == {"a": 1.0, "b": 0.0, "c": 0.0}
+    tied = majority_floor(["yes", "no", "no", "yes", "maybe"], test, exact)
+    assert tied.name == "majority 'no' / 'yes'" and tied.scores == {"a": 0.5, "b": 0.5, "c": 0.0}
+    unique = majority_floor(["yes", "no"], test, exact)
+    assert unique.scores is None and "no answer recurs" in unique.how
+
+
+def test_hotpotqa_majority_answer_is_normalized_and_scored_by_answer_f1():
     from pipelines.hotpotqa import floors as hotpot_floors
 
-    train = [{"gold_answer": a} for a in ("Yes", "yes", "no", "Paris")]
-    test = [{"key": "a", "gold_answer": "yes"}, {"key": "b", "gold_answer": "no"}, {"key": "c", "gold_answer": "Yes."}]
-    majority = hotpot_floors.majority_floor(train, test)
-    assert majority.name == "majority 'yes'" and majority.scores == {"a": 1.0, "b": 0.0, "c": 1.0}
-    unique = hotpot_floors.majority_floor([{"gold_answer": "Paris"}, {"gold_answer": "Rome"}], test)
-    assert unique.scores is None and "no answer recurs" in unique.how
+    train = [{"gold_answer": a} for a in ("Yes", "yes.", "no", "Paris")]
+    test = [{"key": "a", "gold_answer": "yes"}, {"key": "b", "gold_answer": "no"}]
+    majority = hotpot_floors.majority_answer(train, test)
+    assert majority.name == "majority 'yes'" and majority.scores == {"a": 1.0, "b": 0.0}
 
 
 def test_hotpotqa_bm25_floor_answers_with_the_top_passage_title(tmp_path):

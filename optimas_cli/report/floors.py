@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -38,6 +40,29 @@ class Floor:
     @property
     def mean(self) -> float | None:
         return sum(self.scores.values()) / len(self.scores) if self.scores else None
+
+
+def budget_cut(train: list[dict], config: dict) -> list[dict]:
+    """The first budget.train_size training examples, as flows/setup.budget_splits gave them to the run."""
+    size = (config.get("budget") or {}).get("train_size")
+    return train if size is None else train[: int(size)]
+
+
+def majority_floor(train_answers: list[str], test: list[dict], score: Callable[[str, dict], float],
+                   shown: Callable[[str], str] = lambda a: f"'{a}'") -> Floor:
+    """Always the most frequent training answer, each test example scored by `score(answer, example)`.
+    Answers tied for most frequent share the floor (its score is their mean, as a pick among them would
+    average); where no answer recurs the majority is not defined, an arbitrary pick not a floor."""
+    counts = Counter(train_answers)
+    top = max(counts.values(), default=0)
+    if top < 2:
+        return Floor("majority", f"not defined: no answer recurs among the {len(train_answers)} training examples",
+                     None)
+    tied = sorted(a for a, n in counts.items() if n == top)
+    name = "majority " + " / ".join(shown(a) for a in tied)
+    how = (f"always {' or '.join(shown(a) for a in tied)}, the most frequent answer of the {len(train_answers)} "
+           f"training examples ({top} each{', tied: the mean of picking either' if len(tied) > 1 else ''})")
+    return Floor(name, how, {e["key"]: sum(score(a, e) for a in tied) / len(tied) for e in test})
 
 
 @dataclass(frozen=True)
@@ -136,9 +161,9 @@ class FloorCheck:
             return ""
         comparison = self.against.get(self.best.name)
         if comparison is None:
-            return f"no verdict: not compared with the floor {self.best.name} {self.best.mean:.4f} (no traces)"
+            return f"no verdict: not compared with the floor {self.best.name} ({self.best.mean:.4f}): no traces"
         if not comparison.above_zero:
-            return f"below floor: {self.best.name} {mean_on(self.best, list(self.floors.groups) or None):.4f}"
+            return f"below floor: {self.best.name} ({mean_on(self.best, list(self.floors.groups) or None):.4f})"
         return ""
 
 

@@ -3,9 +3,8 @@ lexical rule, each scored on the run's own test examples; `group` splits them by
 from __future__ import annotations
 
 import re
-from collections import Counter
 
-from optimas_cli.report.floors import Floor
+from optimas_cli.report.floors import Floor, budget_cut, majority_floor
 from pipelines.amazon.data import load_splits
 
 _WORD = re.compile(r"\w+")
@@ -13,9 +12,7 @@ _WORD = re.compile(r"\w+")
 
 def train_examples(config: dict) -> list[dict]:
     """The training split the run saw: the loader's, cut at the run's budget.train_size."""
-    size = (config.get("budget") or {}).get("train_size")
-    train = load_splits(config.get("data_dir")).train
-    return train if size is None else train[: int(size)]
+    return budget_cut(load_splits(config.get("data_dir")).train, config)
 
 
 def group(example: dict) -> str:
@@ -24,12 +21,11 @@ def group(example: dict) -> str:
 
 
 def floors(train: list[dict], test: list[dict], config: dict) -> list[Floor]:
-    majority, count = Counter(str(e["answer"]) for e in train).most_common(1)[0]
     return [
         Floor("chance", "a uniformly random candidate: 1 / number of candidates",
               {e["key"]: 1 / len(e["choices"]) for e in test}),
-        Floor("majority index", f"always index {majority}, the most frequent answer of the {len(train)} training "
-              f"examples ({count} of them)", {e["key"]: float(str(e["answer"]) == majority) for e in test}),
+        majority_floor([str(e["answer"]) for e in train], test, lambda a, e: float(str(e["answer"]) == a),
+                       lambda a: f"index {a}"),
         Floor("lexical overlap", "the candidate sharing the most distinct words with the session (no LM); a tie "
               "scores the chance of picking the answer among the tied", {e["key"]: _overlap_score(e) for e in test}),
     ]

@@ -4,9 +4,7 @@ questions make 'yes' a real floor), and BM25 alone: the title of the top passage
 search finds for the question, as the answer. No chance level: answers are open text."""
 from __future__ import annotations
 
-from collections import Counter
-
-from optimas_cli.report.floors import Floor
+from optimas_cli.report.floors import Floor, budget_cut, majority_floor
 from pipelines.hotpotqa.data import (
     DEFAULT_TRAIN_SIZE,
     DEFAULT_VAL_SIZE,
@@ -29,27 +27,22 @@ def train_examples(config: dict) -> list[dict]:
     """The training split the run saw: the pipeline's shuffled pool at its seed and sizes, cut at the
     run's budget.train_size."""
     rows, (train_size, val_size) = _rows(config)
-    train = make_splits(rows, train_size, val_size, 0).train
-    size = (config.get("budget") or {}).get("train_size")
-    return train if size is None else train[: int(size)]
+    return budget_cut(make_splits(rows, train_size, val_size, 0).train, config)
 
 
 def floors(train: list[dict], test: list[dict], config: dict) -> list[Floor]:
     found = [Floor("chance", "not defined: answers are open text, not a choice among a finite set", None)]
     if train:
-        found.append(majority_floor(train, test))
+        found.append(majority_answer(train, test))
     rows, _ = _rows(config)
     corpus = [Passage(title, text) for title, text in pooled_paragraphs(rows.test + rows.pool)]
     return [*found, bm25_floor(BM25PassageIndex.load_or_build(corpus), test)]
 
 
-def majority_floor(train: list[dict], test: list[dict]) -> Floor:
-    answer, count = Counter(normalize_answer(e["gold_answer"]) for e in train).most_common(1)[0]
-    if count < 2:  # every answer is unique: "the most frequent" would be an arbitrary one
-        return Floor("majority", f"not defined: no answer recurs among the {len(train)} training questions", None)
-    return Floor(f"majority '{answer}'", f"always '{answer}', the most frequent (normalized) answer of the "
-                 f"{len(train)} training questions ({count} of them)",
-                 {e["key"]: f1_score(answer, e["gold_answer"]) for e in test})
+def majority_answer(train: list[dict], test: list[dict]) -> Floor:
+    """The training majority, answers normalized ('Yes' and 'yes.' are one answer), scored by answer F1."""
+    return majority_floor([normalize_answer(e["gold_answer"]) for e in train], test,
+                          lambda answer, example: f1_score(answer, example["gold_answer"]))
 
 
 def bm25_floor(search: PassageSearch, test: list[dict]) -> Floor:
