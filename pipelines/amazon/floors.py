@@ -5,19 +5,20 @@ from __future__ import annotations
 import re
 
 from optimas_cli.report.floors import Floor, budget_cut, majority_floor
-from pipelines.amazon.data import load_splits
+from pipelines.amazon.data import load_splits, source_of
 
 _WORD = re.compile(r"\w+")
 
 
 def train_examples(config: dict) -> list[dict]:
-    """The training split the run saw: the loader's, cut at the run's budget.train_size."""
-    return budget_cut(load_splits(config.get("data_dir")).train, config)
+    """The training split the run saw: the loader's (in the run's order), cut at the run's budget.train_size."""
+    stratified = bool((config.get("pipeline") or {}).get("stratified_subsets"))  # absent in older runs: false
+    return budget_cut(load_splits(config.get("data_dir"), stratified=stratified).train, config)
 
 
 def group(example: dict) -> str:
-    """The source file an example came from: the id prefix data.py gives it ('en' or 'multilingual')."""
-    return str(example["id"]).split("-")[0]
+    """The source file an example came from ('en' or 'multilingual')."""
+    return source_of(example)
 
 
 def floors(train: list[dict], test: list[dict], config: dict) -> list[Floor]:
