@@ -61,7 +61,7 @@ def majority_floor(train_answers: list[str], test: list[dict], score: Callable[[
     tied = sorted(a for a, n in counts.items() if n == top)
     name = "majority " + " / ".join(shown(a) for a in tied)
     how = (f"always {' or '.join(shown(a) for a in tied)}, the most frequent answer of the {len(train_answers)} "
-           f"training examples ({top} each{', tied: the mean of picking either' if len(tied) > 1 else ''})")
+           f"training examples ({f'{top} each, tied: the mean of picking either' if len(tied) > 1 else f'{top} of them'})")
     return Floor(name, how, {e["key"]: sum(score(a, e) for a in tied) / len(tied) for e in test})
 
 
