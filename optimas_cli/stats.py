@@ -2,7 +2,9 @@
 
 Percentile bootstrap with a seeded numpy generator, so a report or a gate decision is the same
 every time it is computed. Examples are the unit of resampling (they are what varies between
-validation and test); when several runs (seeds) of one experiment exist, runs are resampled too.
+validation and test); when several runs (seeds) of one experiment scored the same examples, the
+examples are resampled once per draw and the runs on top (seeds never count as extra examples), and
+`seed_interval` gives the interval over the seeds' own means.
 """
 from __future__ import annotations
 
@@ -50,20 +52,52 @@ def mean_ci(values: Sequence[float], level: float = 0.95, n_boot: int = N_BOOT, 
 
 def mean_ci_over_runs(runs: Sequence[Sequence[float]], level: float = 0.95, n_boot: int = N_BOOT,
                       seed: int = 0) -> Interval:
-    """CI of the grand mean when several runs (seeds) each scored their examples: resample the runs,
-    then each drawn run's examples (a two-level bootstrap), so seed-to-seed spread widens the CI."""
+    """CI of the grand mean when several runs (seeds) scored the SAME examples, row i of every run being
+    example i: each draw resamples the examples once (they are shared, so one draw serves every run) and
+    then the runs with replacement (a two-level bootstrap). Seed-to-seed spread widens the CI, and runs
+    that scored alike add nothing: k identical runs give exactly the one-run interval."""
     arrays = [_array(r, "mean_ci_over_runs") for r in runs]
-    if len(arrays) == 1:
-        return mean_ci(arrays[0], level, n_boot, seed)
+    if not arrays or len({a.size for a in arrays}) != 1:
+        raise ValueError("mean_ci_over_runs: need runs of equally many examples (the same examples, aligned)")
+    matrix = np.stack(arrays)
+    k, n = matrix.shape
     rng = np.random.default_rng(seed)
-    k = len(arrays)
-    # example-level bootstrap means, one independent draw per (replicate, slot) for every run
-    per_run = np.stack([_boot_means(a, n_boot * k, rng).reshape(n_boot, k) for a in arrays])  # (runs, B, k)
+    examples = rng.integers(0, n, size=(n_boot, n))  # drawn first, so one run matches mean_ci's draws
     picks = rng.integers(0, k, size=(n_boot, k))
-    means = per_run[picks, np.arange(n_boot)[:, None], np.arange(k)[None, :]].mean(axis=1)
+    per_example = matrix[picks].mean(axis=1)  # (n_boot, n): each draw's runs averaged per example
+    means = np.take_along_axis(per_example, examples, axis=1).mean(axis=1)
     tail = (1 - level) / 2
-    grand = float(np.mean([a.mean() for a in arrays]))
-    return Interval(grand, float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail)))
+    return Interval(float(matrix.mean()), float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail)))
+
+
+def seed_interval(run_means: Sequence[float], level: float = 0.95) -> Interval | None:
+    """Student-t interval over the runs' (seeds') own means: what a claim across seeds can say, each seed
+    one observation. None for a single run, which says nothing about seed-to-seed spread."""
+    arr = _array(run_means, "seed_interval")
+    if arr.size < 2:
+        return None
+    half = t_quantile(1 - (1 - level) / 2, arr.size - 1) * float(arr.std(ddof=1)) / math.sqrt(arr.size)
+    return Interval(float(arr.mean()), float(arr.mean()) - half, float(arr.mean()) + half)
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Quantile of Student's t with df degrees of freedom (p > 0.5): bisection on its CDF, the density
+    integrated by Simpson's rule (no scipy in the environment)."""
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+
+    def cdf(x: float) -> float:
+        grid = np.linspace(0.0, x, 4001)
+        density = np.exp(log_norm - (df + 1) / 2 * np.log1p(grid ** 2 / df))
+        h = grid[1] - grid[0]
+        return 0.5 + h / 3 * float(density[0] + density[-1] + 4 * density[1:-1:2].sum() + 2 * density[2:-1:2].sum())
+
+    low, high = 0.0, 1.0
+    while cdf(high) < p:
+        high *= 2
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if cdf(mid) < p else (low, mid)
+    return (low + high) / 2
 
 
 def paired_ci(before: Sequence[float], after: Sequence[float], level: float = 0.95, n_boot: int = N_BOOT,

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from optimas_cli.errors import UserError
-from optimas_cli.report import paper_tables, plots, targets
+from optimas_cli.report import floor_tables, paper_tables, plots, targets
 from optimas_cli.report.parse_failures import parse_failure_table
 from optimas_cli.report.render import markdown, write_csv
 from optimas_cli.report.runs import RunSet, load_runs, split_duplicates
@@ -59,7 +59,8 @@ def write_report(found: RunSet, out: Path) -> str:
                + "; every run is listed in runs.csv.")
     made = [paper_tables.table2(runs, sources), paper_tables.table2_paired(runs, sources),
             paper_tables.table3(runs, sources), paper_tables.table4(runs, sources)]
-    optional = [paper_tables.eval_table(runs, sources), targets.gain_table(runs, sources),
+    optional = [floor_tables.floor_table(runs, sources), floor_tables.group_table(runs, sources),
+                paper_tables.eval_table(runs, sources), targets.gain_table(runs, sources),
                 targets.mean_table(runs, sources),
                 targets.matched_table(runs, sources), parse_failure_table(runs, sources)]
     made += [table for table in optional if table is not None]

@@ -6,6 +6,7 @@ from collections import defaultdict
 from functools import lru_cache
 
 from optimas_cli.report.evidence import BASELINE, CellEvidence, cell_evidence
+from optimas_cli.report.floors import check, pipeline_floors
 from optimas_cli.report.formatting import Summary, Table, compact, number, percent, with_count
 from optimas_cli.report.proposers import proposer_label
 from optimas_cli.report.runs import Run
@@ -73,21 +74,27 @@ def table2(runs: list[Run], sources: str) -> Table:
     columns = sorted({(m, v) for _, m, v in cells}, key=lambda c: method_key(*c))
     pipelines = sorted({p for p, _, _ in cells})
     table = Table("table2", "Table 2 · test score per pipeline and method",
-                  ["Pipeline", "Metric", *[method_label(m, v) for m, v in columns], "Optimas Δ"], left=2,
+                  ["Pipeline", "Metric", *[method_label(m, v) for m, v in columns], "Optimas Δ", "Best floor"], left=2,
                   csv_headers=["pipeline", "metric", "method", "variant", "runs", "mean", "std",
                                "optimas_vs_best_baseline_pct", "best_baseline", "ci_low", "ci_high",
-                               "delta_vs_unoptimized", "delta_low", "delta_high", "ci_note", "proposer"])
+                               "delta_vs_unoptimized", "delta_low", "delta_high", "ci_note", "proposer",
+                               "best_floor", "best_floor_mean", "beats_best_floor"])
     for i, pipeline in enumerate(pipelines):
         summaries = {c: test_summary(cells[(pipeline, *c)]) for c in columns if (pipeline, *c) in cells}
         evidence = pipeline_evidence(cells, pipeline, columns)
+        floors = pipeline_floors([r for r in scored if r.pipeline == pipeline])
+        checks = {c: check(cells[(pipeline, *c)], floors) for c in summaries}
+        best = floors.best()
         metric = next(r.results["metric"] for r in scored if r.pipeline == pipeline)
         row = [pipeline, str(metric)]
         for c in columns:
             s = summaries.get(c)
-            row.append("—" if s is None else with_count(cell_text(s, evidence[c], cells[(pipeline, *c)]), s.count))
+            row.append("—" if s is None else with_count(cell_text(s, evidence[c], cells[(pipeline, *c)])
+                                                        + ("▽" if checks[c].blocks else ""), s.count))
         gain, best_base, best_optimas = _improvement(summaries)
         row.append("—" if gain is None else f"{gain:+.1f}% vs {method_label(*best_base)}"
                    + (f" ({method_label(*best_optimas)})" if sum(m == "optimas" for m, _ in summaries) > 1 else ""))
+        row.append(f"{best.name} {number(best.mean)}" if best else (floors.reason or "none defined"))
         table.rows.append(row)
         if summaries:
             top = max(s.mean for s in summaries.values())
@@ -99,11 +106,15 @@ def table2(runs: list[Run], sources: str) -> Table:
                                    method_label(*best_base) if c == best_optimas and best_base else None,
                                    *((ev.ci.low, ev.ci.high) if ev.ci else (None, None)),
                                    *((ev.paired.estimate, ev.paired.low, ev.paired.high) if ev.paired else (None,) * 3),
-                                   ev.reason, proposer_label(cells[(pipeline, *c)])])
+                                   ev.reason, proposer_label(cells[(pipeline, *c)]),
+                                   best.name if best else None, best.mean if best else None,
+                                   None if best is None else not checks[c].blocks])
     table.footnote = (
         "Test-split score, higher is better. A cell is the mean and its 95% bootstrap CI [low, high] over the "
         "test examples (and over the runs, when (×n) runs of one pipeline x method are averaged); †: the paired "
-        "difference with Unoptimized on the same examples has a 95% CI that excludes 0 (see the paired table). "
+        "difference with Unoptimized on the same examples has a 95% CI that excludes 0 (see the paired table); ▽: "
+        "not above the pipeline's best floor (Best floor: chance, training majority or a no-LM rule on the same "
+        "test examples; table2_floors has them all). "
         "Runs without per-example traces show mean ± std over their test repeats (or over the runs' means) "
         "instead, and identical repeats (greedy decoding) are said to be identical. Bold: best in the row. "
         "Optimas Δ: the default Optimas run (every method setting at conf/method/optimas.yaml's value; blank when "
@@ -183,8 +194,10 @@ def table2_paired(runs: list[Run], sources: str) -> Table:
                 f"[{number(ci.low)}, {number(ci.high)}]" if ci else "n/a",
                 "—" if c[0] == BASELINE else (f"{paired.estimate:+.4f}" if paired else "n/a"),
                 "—" if c[0] == BASELINE else (f"[{paired.low:+.4f}, {paired.high:+.4f}]"
-                                              + (" †" if paired.excludes_zero else "") if paired else "n/a"),
-                ev.reason or "",
+                                              + (" †" if paired.excludes_zero else "")
+                                              + (f"; seeds [{paired.seeds.low:+.4f}, {paired.seeds.high:+.4f}]"
+                                                 if paired.seeds else "") if paired else "n/a"),
+                ev.reason or (f"vs {ev.paired_against}" if paired and ev.paired_against != "Unoptimized" else ""),
             ])
             table.csv_rows.append([pipeline, c[0], c[1], len(members), ev.examples if ci else None,
                                    ev.repeats if ci else None, ev.effective, mean,
@@ -195,7 +208,10 @@ def table2_paired(runs: list[Run], sources: str) -> Table:
         "95% CI: percentile bootstrap over the test examples (each example's score averaged over its repeats), "
         "and over the runs when several seeds are averaged. Δ: the method's per-example score minus "
         "Unoptimized's on the examples both scored, with its paired-bootstrap 95% CI; †: the CI excludes 0, "
-        "a difference the test set can tell from noise. Repeats: test repeats summed over runs, and how many "
+        "a difference the test set can tell from noise; with several seeds the CI resamples the examples once per "
+        "draw and the seeds on top (each seed paired with the Unoptimized run of its seed, else with its own initial "
+        "configuration on the same examples: Note says 'vs initial config'), and seeds [..] is the Student-t "
+        "interval over the seeds' own Δ. Repeats: test repeats summed over runs, and how many "
         "of them were distinct (greedy decoding repeats the same outputs: 1 effective repeat per run). "
         "Proposer: where the method's instruction candidates came from (lm: written by an LM; pool: the "
         "pipeline's own instructions and edits; mixed: both; —: it searches no instructions); the verdict "
@@ -273,7 +289,7 @@ def table3(runs: list[Run], sources: str) -> Table:
                    "LM tokens", "Dollars", "Compute s"], left=2,
                   csv_headers=["pipeline", "method", "variant", "runs", "paper_runs", "executed_runs", "system_runs",
                                "lm_calls", "lm_tokens", "usd", "unpriced_calls", "compute_seconds", "test_mean",
-                               "max_runs"])
+                               "max_runs", "lm_cache_hits"])
     for pipeline, method, variant in sorted(groups, key=lambda k: (k[0], method_key(k[1], k[2]))):
         members = groups[(pipeline, method, variant)]
         ledgers = [r.results["ledger"] for r in members]
@@ -284,6 +300,8 @@ def table3(runs: list[Run], sources: str) -> Table:
             _mean([ledger.get("calls", 0) for ledger in ledgers]),
             _mean([ledger.get("tokens", 0) for ledger in ledgers]),
         )
+        hits = [((ledger.get("lm") or {}).get("total") or {}).get("cache_hits") for ledger in ledgers]
+        cached = None if None in hits else _mean(hits)  # older results.json did not count them
         usd = _mean([ledger.get("usd", ledger.get("cost", 0.0)) for ledger in ledgers])
         unpriced = _mean([ledger.get("unpriced_calls", 0) for ledger in ledgers])
         computed = [ledger["compute_seconds"] for ledger in ledgers if "compute_seconds" in ledger]
@@ -295,10 +313,12 @@ def table3(runs: list[Run], sources: str) -> Table:
                            "n/a" if score is None else number(score),
                            *["—" if v is None else compact(v) for v in (paper, executed)],
                            "—" if cap is None else compact(cap),
-                           *["—" if v is None else compact(v) for v in (calls, tokens)],
+                           "—" if calls is None else compact(calls) + (
+                               "" if not cached else f" ({compact(cached)} from the LM cache)"),
+                           "—" if tokens is None else compact(tokens),
                            dollars(usd, unpriced), "n/a" if compute is None else f"{compute:,.1f}"])
         table.csv_rows.append([pipeline, method, variant, len(members), paper, executed, system, calls, tokens,
-                               round(usd, 6), unpriced, "" if compute is None else compute, score, cap])
+                               round(usd, 6), unpriced, "" if compute is None else compute, score, cap, cached])
     table.footnote = (
         "n: runs averaged. Both run counts are equivalent full-system runs spent optimizing (the final "
         "validation and the test evaluation left out). Paper runs: the paper's accounting (Appendix G.4), one "
@@ -309,7 +329,8 @@ def table3(runs: list[Run], sources: str) -> Table:
         "Executed runs: every component execution / K, search samples, local scoring, RL generations, Monte "
         "Carlo repeats, rejected proposals' validation and every value a per-input router tried included. — : a run recorded "
         "before the paper count existed. LM calls and tokens count everything the run generated, test "
-        "included (cache hits cost no tokens). Dollars: API calls priced by litellm's cost map or lm.price, "
+        "included; (n from the LM cache): how many of those calls were answered by the LM cache, not generated "
+        "(they cost no tokens and no time, so a run after a cached one looks cheaper than it was). Dollars: API calls priced by litellm's cost map or lm.price, "
         "plus compute when compute.price_per_hour was set; calls to a model without a price are shown as "
         "unpriced, not as $0. Compute s: seconds of local generation and LRF/GRPO training (n/a: recorded "
         "before it was measured). Score: the mean test score (Table 2), beside what it cost. Run cap: "

@@ -12,7 +12,8 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from optimas_cli.report.evidence import BASELINE, cell_evidence, pooled_scores
+from optimas_cli.report.evidence import BASELINE, cell_evidence, compare, seed_scores
+from optimas_cli.report.floors import check
 from optimas_cli.report.formatting import Table, number, percent
 from optimas_cli.report.paper_tables import (
     BASELINES,
@@ -25,7 +26,6 @@ from optimas_cli.report.paper_tables import (
 )
 from optimas_cli.report.proposers import NONE, proposer_of, without_proposer
 from optimas_cli.report.runs import Run
-from optimas_cli.stats import paired_ci
 
 OPTIMAS = "optimas"
 # The ablations of Optimas (the paper's two, and a random reward that isolates the LRF's contribution): run at
@@ -50,15 +50,17 @@ def gain_table(runs: list[Run], sources: str) -> Table | None:
     if not pipelines:
         return None
     table = Table("optimas_gain", "Does Optimas beat Unoptimized? (paired, on the same test examples)",
-                  ["Pipeline", "Optimas runs", "Δ vs Unoptimized [95% CI]", "Gain shown", "Pairs per component",
+                  ["Pipeline", "Optimas runs", "Δ vs Unoptimized [95% CI]; seeds [CI]", "Gain shown", "Pairs per component",
                    "LRF test accuracy", "Accepted updates (validation Δ [CI])"], left=2,
-                  csv_headers=["pipeline", "runs", "delta", "delta_low", "delta_high", "gain_shown", "pairs",
+                  csv_headers=["pipeline", "runs", "delta", "delta_low", "delta_high", "gain_shown", "floor_block", "pairs",
                                "lrf_accuracy", "proposals", "accepted", "accepted_detail"])
     shown = 0
     for pipeline in pipelines:
         ours, base = _members(cells, pipeline, OPTIMAS), _members(cells, pipeline, BASELINE)
-        paired = cell_evidence(ours, base).paired if base else None
-        gain = paired is not None and paired.low > 0
+        evidence = cell_evidence(ours, base or None)
+        paired = evidence.paired
+        below = check(ours).blocks
+        gain = paired is not None and paired.above_zero and not below
         shown += gain
         pairs = pairs_per_component(ours)
         accuracy = [float(a) for r in ours if (a := (r.results.get("lrf") or {}).get("mean_pairwise_accuracy"))
@@ -66,23 +68,26 @@ def gain_table(runs: list[Run], sources: str) -> Table | None:
         proposals, accepted = updates(ours)
         table.rows.append([
             pipeline, str(len(ours)),
-            "n/a (no Unoptimized run with traces)" if paired is None
-            else f"{paired.estimate:+.4f} [{paired.low:+.4f}, {paired.high:+.4f}]",
-            "yes" if gain else "no",
+            f"n/a ({evidence.reason or 'no traces'})" if paired is None
+            else f"{paired.text()} (vs {evidence.paired_against})",
+            "yes" if gain else "no" + (f" ({below})" if below else ""),
             ", ".join(f"{c} {n}" for c, n in pairs.items()) or "none collected",
             percent(statistics.fmean(accuracy)) if accuracy else "n/a (no component had a test split)",
             f"{len(accepted)} of {proposals}" + (": " + "; ".join(accepted) if accepted else ""),
         ])
         table.csv_rows.append([pipeline, len(ours), *((paired.estimate, paired.low, paired.high) if paired
-                                                      else (None,) * 3), gain,
+                                                      else (None,) * 3), gain, below or None,
                                " ".join(f"{c}={n}" for c, n in pairs.items()),
                                statistics.fmean(accuracy) if accuracy else None, proposals, len(accepted),
                                " | ".join(accepted)])
-    table.summary = (f"**Optimas above Unoptimized with a paired 95% CI above 0 on {shown} of {len(pipelines)} "
-                     f"pipeline(s).**")
+    table.summary = (f"**Optimas above Unoptimized with a paired 95% CI above 0, and above the best floor, on {shown} "
+                     f"of {len(pipelines)} pipeline(s).**")
     table.footnote = (
-        "Δ: Optimas' per-example test score minus Unoptimized's on the same examples (seeds averaged per example), "
-        "paired bootstrap; Gain shown: the CI lies above 0. Pairs per component: preference pairs collected, "
+        "Δ: each Optimas run's per-example test score minus that of the Unoptimized run of its seed, else of its own "
+        "initial configuration on the same test examples (vs says which), two-level paired bootstrap (examples "
+        "resampled once per draw, seeds on top); seeds: Student-t interval over the seeds' own Δ. Gain shown: both "
+        "intervals lie above 0 AND Optimas beats the pipeline's best floor (table2_floors); a result below a floor "
+        "gets no verdict and says which floor. Pairs per component: preference pairs collected, "
         "summed over the runs (a component whose candidates all tie under the global reward gets none, and its "
         "LRF learns nothing). LRF test accuracy: mean over runs of the components' pairwise accuracy on held-out "
         "pairs (Table 4). Accepted updates: of the proposals the local optimizers made, those the validation gate "
@@ -124,8 +129,8 @@ def mean_table(runs: list[Run], sources: str) -> Table | None:
     own (report/proposers.py), one that searched none with the Optimas runs of every proposer."""
     scored = [r for r in runs if r.kind == "run"]
     ours_runs = [r for r in scored if r.method == OPTIMAS and _is_default(without_proposer(r.variant))]
-    ours = {key: test_summary(members).mean
-            for key, members in _group(ours_runs, lambda r: (r.pipeline, proposer_of(r.results))).items()}
+    ours_cells = _group(ours_runs, lambda r: (r.pipeline, proposer_of(r.results)))
+    ours = {key: test_summary(members).mean for key, members in ours_cells.items()}
     theirs = {key: test_summary(members).mean for key, members in _group(
         [r for r in scored if r.method in BASELINES],
         lambda r: (r.pipeline, r.method, without_proposer(r.variant), proposer_of(r.results))).items()}
@@ -149,10 +154,12 @@ def mean_table(runs: list[Run], sources: str) -> Table | None:
             their_mean = statistics.fmean(theirs[(p, method, variant, proposer)] for p in shared)
             our_mean = statistics.fmean(ours[(p, q)] for p in shared)
             ok = our_mean >= their_mean - 1e-9  # means of equal scores may differ in the last bit
+            below = [f"{p}: {block}" for p in shared if (block := check(ours_cells[(p, q)]).blocks)]
+            ok = ok and not below
             if not ok:
                 behind.append(f"{label} (vs Optimas {q or NONE})")
             table.rows.append([label, proposer or NONE, q or NONE, ", ".join(shared), number(their_mean),
-                               number(our_mean), "yes" if ok else "no"])
+                               number(our_mean), "; ".join(below) if below else "yes" if ok else "no"])
             table.csv_rows.append([method, variant, proposer, q, " ".join(shared), their_mean, our_mean, ok])
         if proposer is not None and not any(mine == proposer for _, mine in ours):
             unmatched.append((label, proposer))
@@ -161,8 +168,9 @@ def mean_table(runs: list[Run], sources: str) -> Table | None:
             table.rows.append([label, proposer, NONE, ", ".join(pipelines), number(their_mean), "n/a",
                                "not compared: no Optimas run searched these candidates"])
             table.csv_rows.append([method, variant, proposer, None, " ".join(pipelines), their_mean, None, None])
-    compared = ("**Optimas' mean is at least that of every baseline it was compared with.**" if not behind else
-                f"**Optimas' mean is below {len(behind)} baseline(s): {', '.join(behind)}.**")
+    compared = ("**Optimas' mean is at least that of every baseline it was compared with, above every floor.**"
+                if not behind else f"**Optimas' mean is not shown at least that of {len(behind)} baseline(s) above "
+                                   f"the floors: {', '.join(behind)}.**")
     table.summary = compared + (" Not compared, for want of an Optimas run with their proposer: "
                                 + ", ".join(f"{label} ({q})" for label, q in unmatched)
                                 + f" (e.g. `optimas run -m experiment=table2 proposer={unmatched[0][1]}`)."
@@ -170,7 +178,8 @@ def mean_table(runs: list[Run], sources: str) -> Table | None:
     table.footnote = ("Proposer: where a method's instruction candidates came from (lm: written by an LM; pool: the "
                       "pipeline's own instructions and edits; mixed: both; —: it searches no instructions). A baseline "
                       "that searches instructions is compared only with Optimas runs of its own proposer, one that "
-                      "searches none with the Optimas runs of each proposer. Each mean: the test scores of the "
+                      "searches none with the Optimas runs of each proposer. No verdict where Optimas does not beat a "
+                      "pipeline's best floor (table2_floors): the cell names the floor instead. Each mean: the test scores of the "
                       "pipelines listed (seeds averaged first), averaged with equal weight per pipeline, so a baseline "
                       "run on fewer pipelines is compared on those only. Metrics differ between pipelines (F1, "
                       f"accuracy); compare within a row. {sources}")
@@ -219,18 +228,18 @@ def matched_table(runs: list[Run], sources: str) -> Table | None:
         caps = [(r.results["ledger"].get("caps") or {}).get("max_runs") for r in theirs]
         known = None not in spent["ours"] + spent["theirs"]
         cheaper = known and all(h <= s + 1e-9 for h, s in zip(held, spent["theirs"], strict=True))
-        ok = bool(cheaper and our_mean >= their_mean - 1e-9)  # means of equal scores may differ in the last bit
+        below = check(mine).blocks
+        ok = bool(cheaper and our_mean >= their_mean - 1e-9) and not below  # equal means may differ in the last bit
         met += ok
         paired = _paired(mine, theirs)
         table.rows.append([
             pipeline, method_label(method, variant), ", ".join(str(seed_of(a)) for a in theirs),
             number(our_mean), number(their_mean),
-            "n/a (a run has no per-example traces)" if paired is None
-            else f"{paired.estimate:+.4f} [{paired.low:+.4f}, {paired.high:+.4f}]",
+            "n/a (a run has no per-example traces)" if paired is None else paired.text(),
             "n/a" if not known else " / ".join(f"{s:.1f} ({h:.1f})" for s, h in zip(spent["ours"], held, strict=True)),
             "n/a" if not known else " / ".join(f"{s:.1f} ({'uncapped' if c is None else f'{c:g}'})"
                                                for s, c in zip(spent["theirs"], caps, strict=True)),
-            "yes" if ok else "no" + ("" if known else " (a run predates the executed-run count)"),
+            below or ("yes" if ok else "no" + ("" if known else " (a run predates the executed-run count)")),
         ])
         table.csv_rows.append([pipeline, method, variant, " ".join(str(seed_of(a)) for a in theirs), our_mean,
                                their_mean, *((paired.estimate, paired.low, paired.high) if paired else (None,) * 3),
@@ -242,22 +251,21 @@ def matched_table(runs: list[Run], sources: str) -> Table | None:
                      f"{len(table.rows)} comparison(s).**")
     table.footnote = (
         "Each ablation run is compared with the default Optimas run of the same pipeline and seed; the seeds both "
-        "ran are listed. Means: test scores averaged over those seeds. Δ: per-example test score averaged over the "
-        "seeds, Optimas minus the ablation on the same examples, paired bootstrap. Runs: executed system runs spent "
+        "ran are listed. Means: test scores averaged over those seeds. Δ: Optimas minus the ablation of the same "
+        "seed on the same examples, two-level paired bootstrap (examples, then seeds); seeds: the t-interval over "
+        "the seeds' own Δ. Runs: executed system runs spent "
         "optimizing (Table 3), one per seed; in brackets for Optimas the runs it had spent when it reached the "
         "configuration it was tested with (its last accepted update, Stage 2 included; 0: it kept the initial "
         "one), for the ablation its cap (budget.max_runs, e.g. from budget.max_runs_from=optimas). A matched run "
         "stops at its first safe point past the cap, or before it when its next step would not fit. At least as "
         "good at no more runs: Optimas' mean is at least the ablation's, and in every seed Optimas reached its "
-        f"tested configuration within what the ablation spent. {sources}"
+        "tested configuration within what the ablation spent; never claimed where Optimas does not beat the "
+        f"pipeline's best floor (the cell names the floor). {sources}"
     )
     return table
 
 
 def _paired(mine: list[Run], theirs: list[Run]):
-    """Paired CI of Optimas minus the ablation, per-example scores averaged over the seeds; None without traces."""
-    ours, base = pooled_scores(mine), pooled_scores(theirs)
-    if ours is None or base is None:
-        return None
-    common = [k for k in ours if k in base]
-    return paired_ci([base[k] for k in common], [ours[k] for k in common]) if common else None
+    """Optimas minus the ablation, seed by seed on the same examples (lists in seed order); None without traces."""
+    ours, base = seed_scores(mine), seed_scores(theirs)
+    return None if ours is None or base is None else compare(ours, base)

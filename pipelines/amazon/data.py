@@ -31,7 +31,10 @@ SEQUENCE_MARKER = "Product Sequence:"
 TEST_FRACTION, VALIDATION_FRACTION = 0.2, 0.15
 
 
-def load_splits(data_dir: str | os.PathLike | None = None) -> Splits:
+def load_splits(data_dir: str | os.PathLike | None = None, stratified: bool = False) -> Splits:
+    """The official splits; `stratified` reorders each split (same examples) so that every budget's first n
+    hold the source files in the split's own proportions, where the official order puts every English
+    row first (a small budget then trains on English only and validates on multilingual only)."""
     train_val, test = [], []
     for name, prefix, sha256 in FILES:
         rows = read_csv(_locate(data_dir, name, sha256), prefix)
@@ -39,7 +42,28 @@ def load_splits(data_dir: str | os.PathLike | None = None) -> Splits:
         train_val += rows[:cut]
         test += rows[cut:]
     n_train = int(len(train_val) * (1 - VALIDATION_FRACTION))
-    return Splits(train=train_val[:n_train], val=train_val[n_train:], test=test)
+    splits = Splits(train=train_val[:n_train], val=train_val[n_train:], test=test)
+    return Splits(*(stratified_order(rows) for rows in (splits.train, splits.val, splits.test))) if stratified else splits
+
+
+def source_of(example: dict) -> str:
+    """The file an example came from: the id prefix read_csv gives it ('en' or 'multilingual')."""
+    return str(example["id"]).split("-")[0]
+
+
+def stratified_order(rows: list[dict]) -> list[dict]:
+    """The rows reordered so that each prefix holds every source in its share of the whole: the next row
+    comes from the source furthest behind its share (ties: FILES order); within a source the order is kept."""
+    queues = {prefix: [r for r in rows if source_of(r) == prefix] for _, prefix, _ in FILES}
+    share = {prefix: len(q) / len(rows) for prefix, q in queues.items()} if rows else {}
+    taken = dict.fromkeys(queues, 0)
+    out: list[dict] = []
+    while len(out) < len(rows):
+        behind = max((p for p in queues if taken[p] < len(queues[p])),
+                     key=lambda p: share[p] * (len(out) + 1) - taken[p])
+        out.append(queues[behind][taken[behind]])
+        taken[behind] += 1
+    return out
 
 
 def read_csv(path: Path, id_prefix: str) -> list[dict]:

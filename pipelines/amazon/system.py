@@ -96,12 +96,13 @@ def build(
     profiler_max_tokens: int = 192,
     decider_max_tokens: int = 32,
     single_llm_max_tokens: int = 32,
+    stratified_subsets: bool = False,
 ) -> Pipeline:
     system = build_system(base_model, decider_model, analyzer_max_tokens, profiler_max_tokens, decider_max_tokens)
     return Pipeline(
         name="amazon",
         system=system,
-        splits=load_splits(data_dir),
+        splits=load_splits(data_dir, stratified=stratified_subsets),
         metric=METRIC,
         # The reply is kept whole: only the metric knows the example's choices, so it parses the
         # index there (titles in the reply included), exactly as it re-parses the decider's index.
