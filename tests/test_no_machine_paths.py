@@ -10,22 +10,6 @@ TEXT_SUFFIXES = {".md", ".json", ".jsonl", ".csv", ".yaml", ".yml", ".log", ".tx
 # An absolute path under a home, scratch or work root: not preceded by a path character, so `~/x`,
 # `$SITE/x` and `../shared/data` pass and `/work/main/x` does not.
 MACHINE_PATH = re.compile(r"(?<![\w.~$/-])/(?:work|tmp|home|root|Users)/\S*")
-# Report files that `optimas report` wrote before it kept the run folders' paths as given: they are rebuilt
-# with the report (see each folder's README for the command), not edited by hand. hotpotqa-small kept no run
-# folders, so its tables stay as written. A file listed here that is clean must leave the list.
-WRITTEN_BEFORE_THE_FIX = {
-    f"docs/results/{folder}/{name}"
-    for folder, names in {
-        "amazon-cpu": ("parse_failures.csv", "report.md", "runs.csv", "table4_components.csv"),
-        "hotpotqa-gates": ("parse_failures.csv", "runs.csv", "table4_components.csv"),
-        "hotpotqa-small": ("runs.csv", "table4_components.csv"),
-        "pubmedqa-cpu": ("parse_failures.csv", "runs.csv", "table4_components.csv"),
-        "table2-small": ("parse_failures.csv", "runs.csv", "table4_components.csv"),
-    }.items()
-    for name in names
-}
-
-
 def machine_paths(text: str) -> list[str]:
     return MACHINE_PATH.findall(text)
 
@@ -40,15 +24,9 @@ def test_docs_and_committed_results_hold_no_machine_paths():
     for path in shown_files():
         name = path.relative_to(ROOT).as_posix()
         hits = machine_paths(path.read_text(errors="replace"))
-        if hits and name not in WRITTEN_BEFORE_THE_FIX:
+        if hits:
             found[name] = hits[:3]
     assert found == {}, f"machine paths (write them relative to the run folder): {found}"
-
-
-def test_the_list_of_old_report_files_only_shrinks():
-    clean = [name for name in sorted(WRITTEN_BEFORE_THE_FIX)
-             if not (ROOT / name).exists() or not machine_paths((ROOT / name).read_text(errors="replace"))]
-    assert clean == [], f"these are clean now: take them off WRITTEN_BEFORE_THE_FIX: {clean}"
 
 
 def test_the_pattern_tells_machine_paths_from_relative_ones():
