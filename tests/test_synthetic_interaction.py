@@ -116,27 +116,33 @@ def ctx_for(pipe, **changes) -> RunContext:
 
 
 @pytest.mark.parametrize("interaction", ["none", "on"])
-def test_the_oracle_scores_each_output_by_its_exact_expected_reward(interaction):
-    pipe = build(components=4, options=5, input_types=3, instance=3, interaction=interaction, test_size=30)
+@pytest.mark.parametrize("kinds", ["mix", "route"])
+def test_the_oracle_scores_each_output_by_its_exact_expected_reward(interaction, kinds):
+    pipe = build(components=4, kinds=kinds, options=4, input_types=3, instance=3, interaction=interaction,
+                 test_size=30)
     inst, system = pipe.instance, pipe.system
-    config = system.default_config().replace("step_02", dict(LRF_ROUTE))  # a router downstream picks per input
+    config = system.default_config()
+    for spec in inst.components:  # every router downstream picks per input by the oracle
+        if spec.kind == "route":
+            config = config.replace(spec.name, dict(LRF_ROUTE))
     oracle = OracleLRF(pipe)
     oracle.observe([], config)
     trajs = system.run(pipe.splits.test, config, ctx_for(pipe, lrf=oracle))
-    router = inst.components[2]
-    for name in ("step_00", "step_01"):
-        spec = pipe.instance.components[int(name[-1])]
-        component = system.components[name]
+    for spec in inst.components[:2]:
+        component = system.components[spec.name]
+        parents = [inst.components[p] for p in spec.parents]
+        free = [s for s in inst.components if s.kind == "route" and s is not spec and s not in parents]
         for traj in trajs[:6]:
-            x, t = traj.steps[name]["inputs"], exact.type_index(inst, traj.example)
+            x, t = traj.steps[spec.name]["inputs"], exact.type_index(inst, traj.example)
             outputs = [component.forward([x], instruction(v) if spec.kind == "prompt" else v, ctx_for(pipe))[0]
                        for v in spec.values]
-            scores = oracle.score(name, [x] * len(outputs), outputs)
-            fixed = {inst.components[p].name: exact.named_value(x[inst.components[p].field]) for p in spec.parents}
-            observed = {p: solid_share(x[inst.components[p].field]) for p in spec.parents}
-            names = {s.name: exact.name_of(s, config[s.name], t) for s in inst.components if s is not router}
-            brute = [max(exact.expected_reward(inst, {**names, **fixed, name: v, router.name: r}, t, observed)
-                         for r in router.values) for v in spec.values]
+            scores = oracle.score(spec.name, [x] * len(outputs), outputs)
+            names = {s.name: exact.name_of(s, config[s.name], t) for s in inst.components if s.kind != "route"}
+            names.update({p.name: exact.named_value(x[p.field]) for p in parents})
+            observed = {p.index: solid_share(x[p.field]) for p in parents}
+            brute = [max(exact.expected_reward(inst, {**names, spec.name: v, **dict(zip([s.name for s in free], picks, strict=True))},
+                                               t, observed)
+                         for picks in itertools.product(*[s.values for s in free])) for v in spec.values]
             assert scores == pytest.approx(brute, abs=1e-12)
     # routing by the oracle under the optimal global values reaches the optimum exactly
     best = system.default_config()

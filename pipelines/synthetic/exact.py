@@ -73,21 +73,60 @@ def type_index(instance: Instance, example: dict) -> int:
 
 
 def names_for(instance: Instance, config: Mapping, t: int, fixed: Mapping[str, str] | None = None,
-              free_routes: Sequence[str] = FREE_ROUTES) -> dict:
+              free_routes: Sequence[str] = FREE_ROUTES, cache: dict | None = None) -> dict:
     """Every component's value on input type t under `config`; `fixed` overrides some. A router whose
-    route is in `free_routes` picks optimally given all the others (interaction=none: its per-type best)."""
+    route is in `free_routes` picks optimally given all the others (interaction=none: its per-type best).
+    Under interaction=on, free routers that read from one another pick jointly; such a group's picks
+    depend only on the values of the components next to it, which `cache` (if given) keys them by."""
     fixed = dict(fixed or {})
     free = [s for s in instance.components
             if s.name not in fixed and s.kind == "route" and route_of(config[s.name]) in free_routes]
+    free_names = {s.name for s in free}
     for spec in instance.components:
-        if spec.name not in fixed and spec not in free:
+        if spec.name not in fixed and spec.name not in free_names:
             fixed[spec.name] = name_of(spec, config[spec.name], t)
-    if not free:
-        return fixed
     if instance.interaction == "none":
         return {**fixed, **{s.name: max(s.values, key=lambda v, s=s: s.q(v, t)) for s in free}}
-    _, best = solve(instance, {t: 1.0}, fixed, per_type={s.name for s in free})
-    return {**fixed, **{s.name: best[s.name][t] for s in free}}
+    names = dict(fixed)
+    for group, boundary in router_groups(instance, free):
+        key = (group, t, tuple((b, fixed[b]) for b in boundary))
+        if cache is None or key not in cache:
+            # the other free routers touch no factor of this group: any value of theirs gives its picks
+            others = {s.name: s.values[0] for s in free if s.name not in group}
+            best = solve(instance, {t: 1.0}, {**fixed, **others}, per_type=set(group))[1]
+            picks = {name: best[name][t] for name in group}
+            if cache is None:
+                names.update(picks)
+                continue
+            cache[key] = picks
+        names.update(cache[key])
+    return names
+
+
+def router_groups(instance: Instance, free: Sequence[ComponentSpec]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The free routers connected through parent-child edges among them, each group with the components
+    next to it (its boundary)."""
+    by_name = {s.name: s for s in instance.components}
+    neighbours = {s.name: set() for s in instance.components}
+    for s in instance.components:
+        for p in s.parents:
+            neighbours[s.name].add(instance.components[p].name)
+            neighbours[instance.components[p].name].add(s.name)
+    free_names, seen, groups = {s.name for s in free}, set(), []
+    for s in free:
+        if s.name in seen:
+            continue
+        group, todo = [], [s.name]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            group.append(name)
+            todo += [n for n in neighbours[name] if n in free_names]
+        boundary = sorted(set().union(*(neighbours[n] for n in group)) - set(group), key=lambda n: by_name[n].index)
+        groups.append((tuple(sorted(group)), tuple(boundary)))
+    return groups
 
 
 def expected_rewards(instance: Instance, config: Mapping, examples: Sequence[dict]) -> list[float]:
@@ -173,34 +212,28 @@ def solve(instance: Instance, weights: Mapping[int, float], fixed: Mapping[str, 
           per_type: set[str]) -> tuple[float, dict]:
     """interaction=on: max over the values of every component not in `fixed` (a component in `per_type`
     may take one value per input type) of sum_t weights[t] * E[reward | type t]; (that maximum, the
-    values: name -> value, or name -> {t: value} for a per-type component)."""
+    values: name -> value, or name -> {t: value} for a per-type component). Terms between fixed
+    components alone are left out (they change no argmax): with `fixed`, the maximum lacks them."""
     specs, c, n = instance.components, instance.coupling, len(instance.components)
     big_w = downstream_weights(instance)
 
     def var(spec: ComponentSpec, t: int):
-        if spec.name in fixed:
-            return None
-        return (spec.name, t if spec.name in per_type else None)
-
-    def values(spec: ComponentSpec) -> list[str]:
-        return [fixed[spec.name]] if spec.name in fixed else list(spec.values)
+        return None if spec.name in fixed else (spec.name, t if spec.name in per_type else None)
 
     factors: list[tuple[tuple, np.ndarray]] = []
     domains: dict = {}
     for t, w in weights.items():
         for spec in specs:
-            own = np.array([spec.q(v, t) for v in values(spec)])
+            touching = [var(spec, t), *(var(specs[p], t) for p in spec.parents)]
+            if all(v is None for v in touching):
+                continue
+            own = np.array([spec.q(fixed[spec.name], t)]) if spec.name in fixed else spec.quality_table[:, t]
             scale = w * big_w[spec.index] / n
             if not spec.parents:
                 factors.append(scoped([var(spec, t)], scale * own))
             for i, p in enumerate(spec.parents):
-                parent = specs[p]
-                if spec.name in fixed or parent.name in fixed:
-                    fit = np.array([[spec.fit(i, u, v) for v in values(spec)] for u in values(parent)])
-                else:
-                    fit = spec.fit_tables[i]
-                table = scale * (1 - c) / len(spec.parents) * fit * own[None, :]
-                factors.append(scoped([var(parent, t), var(spec, t)], table))
+                table = scale * (1 - c) / len(spec.parents) * fit_table(spec, i, specs[p], fixed) * own[None, :]
+                factors.append(scoped([var(specs[p], t), var(spec, t)], table))
             if var(spec, t) is not None:
                 domains[var(spec, t)] = spec.values
     score, assignment = max_sum(factors, {v: len(d) for v, d in domains.items()})
@@ -212,6 +245,21 @@ def solve(instance: Instance, weights: Mapping[int, float], fixed: Mapping[str, 
         else:
             best.setdefault(name, {})[t] = value
     return score, best
+
+
+def candidates(spec: ComponentSpec, fixed: Mapping[str, str]) -> list[str]:
+    return [fixed[spec.name]] if spec.name in fixed else list(spec.values)
+
+
+def fit_table(spec: ComponentSpec, i: int, parent: ComponentSpec, fixed: Mapping[str, str]) -> np.ndarray:
+    """m_kp over [parent candidate, candidate], from the precomputed table where the values are the tables'."""
+    if spec.name not in fixed and parent.name not in fixed:
+        return spec.fit_tables[i]
+    if spec.name not in fixed and fixed[parent.name] in parent.values:
+        return spec.fit_tables[i][[parent.values.index(fixed[parent.name])], :]
+    if parent.name not in fixed and fixed[spec.name] in spec.values:
+        return spec.fit_tables[i][:, [spec.values.index(fixed[spec.name])]]
+    return np.array([[spec.fit(i, u, v) for v in candidates(spec, fixed)] for u in candidates(parent, fixed)])
 
 
 def scoped(scope: list, table: np.ndarray) -> tuple[tuple, np.ndarray]:
@@ -278,6 +326,7 @@ class LocalRewardOracle:
         self.instance = instance
         self.by_name = {s.name: s for s in instance.components}
         self._names: dict = {}
+        self._groups: dict = {}  # router groups' picks by their neighbours' values (names_for)
 
     def score(self, component: str, config: Mapping, inputs: Sequence[dict], outputs: Sequence[dict]) -> list[float]:
         inst, spec = self.instance, self.by_name[component]
@@ -290,7 +339,7 @@ class LocalRewardOracle:
             fixed[component] = named_value(y[spec.field] or "")
             names_key = (key, t, tuple(sorted(fixed.items())))
             if names_key not in self._names:
-                self._names[names_key] = names_for(inst, config, t, fixed, free_routes=("best", "lrf"))
+                self._names[names_key] = names_for(inst, config, t, fixed, ("best", "lrf"), self._groups)
             observed = {p.index: solid_share(x[p.field]) for p in parents}
             scores.append(expected_reward(inst, self._names[names_key], t, observed))
         return scores

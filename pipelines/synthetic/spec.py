@@ -83,6 +83,12 @@ class ComponentSpec:
         return float(self.compatibility[parent_position].get(parent_value, {}).get(value, COMPATIBILITY[0]))
 
     @cached_property
+    def quality_table(self) -> np.ndarray:
+        """q as an array: [value (in `values` order), input type] (a per-type table: a router's, or any
+        component's under interaction=on)."""
+        return np.array([self.quality[v] for v in self.values], dtype=float)
+
+    @cached_property
     def fit_tables(self) -> tuple[np.ndarray, ...]:
         """Per parent, m_kp as an array: [parent value (in the parent's `values` order), value (in `values` order)]."""
         return tuple(np.array([[row[v] for v in self.values] for row in table.values()]) for table in self.compatibility)
