@@ -165,6 +165,9 @@ def test_options_beyond_eight_get_generated_names_fixed_by_the_instance_seed():
         draw_instance(options=129)
     with pytest.raises(UserError, match="interaction"):
         draw_instance(interaction="strong")
+    # a tree whose routers each touch three global components: too large a table to solve exactly
+    with pytest.raises(UserError, match="use fewer pipeline.options"):
+        build(components=50, shape="tree", options=128, interaction="on")
 
 
 def test_interaction_none_reproduces_the_committed_benchmark_instances():

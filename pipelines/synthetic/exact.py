@@ -40,8 +40,8 @@ FREE_ROUTES = ("best",)  # routes the exact model chooses optimally (a perfect r
 
 
 def name_of(spec: ComponentSpec, value, t: int) -> str:
-    """The strategy or option a configuration value makes component `spec` use on input type t
-    (interaction=none; `names_for` resolves every component at once, in both modes)."""
+    """The strategy or option a configuration value makes component `spec` use on input type t. A `best`
+    route here is interaction=none's per-type best; `names_for` resolves it in both modes."""
     if spec.kind == "prompt":
         return strategy_of(value)
     route = route_of(value)
