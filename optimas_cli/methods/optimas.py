@@ -8,6 +8,7 @@ from rich.console import Console
 
 from optimas_cli.errors import UserError
 from optimas_cli.lrf.collect import optimizable_components
+from optimas_cli.lrf.oracle import OracleLRF, is_oracle
 from optimas_cli.lrf.stage import (
     LRF_DIR,
     Stage2,
@@ -51,6 +52,8 @@ class Optimas(Method):
         settings = LoopSettings.from_budget(self.budget, self.scheduler, self.optimizer, self.seed,
                                             str(folder.file("adapters")), self.gate, self.gate_alpha, self.optimizer_lm)
         # (checked before anything is spent: a mistyped optimizer key or gate fails here)
+        if is_oracle(self.lrf_cfg):
+            return self._with_oracle(pipeline, splits, ctx, folder, settings)
         console.print("[bold]stage 1[/] · collecting preference pairs")
         pairs = collect_initial_pairs(pipeline, system.default_config(), splits.train, ctx, folder, self.lrf_cfg, console)
         if not pairs:
@@ -82,6 +85,18 @@ class Optimas(Method):
         config, history = loop.run()
         return MethodOutcome(config=config, lrf=lrf, history=history,
                              extras={"lrf": report, "adaptations": adapt.adaptations})
+
+    def _with_oracle(self, pipeline, splits, ctx, folder, settings) -> MethodOutcome:
+        """lrf=oracle (lrf/oracle.py): the same loop on the pipeline's exact local reward; no Stage 1 or 2."""
+        lrf = OracleLRF(pipeline)
+        loop = OptimasLoop(pipeline, splits.train, splits.val, ctx, lrf, settings, folder,
+                           on_iteration=self.print_iteration)
+        self.console.print(f"[bold]Algorithm 1[/] · exact local rewards · {settings.length(ctx.caps)}, "
+                           f"scheduler {self.scheduler}")
+        config, history = loop.run()
+        return MethodOutcome(config=config, lrf=lrf, history=history,
+                             extras={"lrf_oracle": "exact expected reward of each output (no pairs, no training)",
+                                     "adaptations": []})
 
     def prompt_proposer(self, pipeline, ctx):
         return loop_proposer(pipeline, self.optimizer, self.optimizer_lm, ctx)

@@ -1,8 +1,9 @@
 """The simulator's components: seeded text writers whose quality marks follow spec.py's model.
 
-A component reads the request (its input type is the request's first word) and its parents' drafts,
-and writes one short draft: what it did, on which request type, then `marks` words, each "solid" or
-"shaky". Mark i is solid when u_i < y_k(x): with probability `noise` u_i is uniform on [0, 1] (an
+A component reads the request (its input type is the request's first word) and its parents' drafts
+(each names what its parent did, and holds its marks), and writes one short draft: what it did, on
+which request type, then `marks` words, each "solid" or "shaky". Mark i is solid when u_i < y_k(x),
+y_k as spec.Instance.share computes it from those inputs: with probability `noise` u_i is uniform on [0, 1] (an
 independent draw), else u_i = (i + w) / marks for one offset w (stratified: the solid count is
 y * marks rounded up or down). Either way E[solid share] = y_k(x) exactly, which is what exact.py uses.
 The draws are a hash of the component, its inputs and its value, like a greedy LM's output: fixed per
@@ -17,7 +18,7 @@ import json
 
 from optimas_cli.optim.prompt_pool import EXAMPLE_HEADER
 from optimas_cli.system import HEURISTIC_ROUTE, Component, ConfigKind
-from pipelines.synthetic.spec import STRATEGIES, UNGUIDED, ComponentSpec, Instance
+from pipelines.synthetic.spec import STRATEGY_POOL, UNGUIDED, ComponentSpec, Instance
 
 SOLID, SHAKY = "solid", "shaky"
 SEPARATOR = ": "
@@ -52,7 +53,7 @@ def strategy_of(text: str | None) -> str:
     """The strategy an instruction names first (before any worked example the pool's `example` edit
     appends); `unguided` when it names none. Any text, edited or written by an LM, maps to one."""
     head = (text or "").split(EXAMPLE_HEADER, 1)[0].lower()
-    found = [(head.find(s), s) for s in STRATEGIES if s in head]
+    found = [(head.find(s), s) for s in STRATEGY_POOL if s in head]
     return min(found)[1] if found else UNGUIDED
 
 
@@ -88,14 +89,12 @@ class SimulatedComponent(Component):
         temperature = float(temperature or 0.0)
         sampled = [ctx.seed, ctx.sample_index, temperature] if temperature > 0 else None
         noise = max(self.instance.noise, min(1.0, temperature)) if sampled else self.instance.noise
-        coupling, n = self.instance.coupling, self.instance.marks
+        n = self.instance.marks
         out = []
         for x in inputs:
             type_name = type_of(x["request"])
-            y = self.spec.q(name, self.type_index[type_name])
-            if self.spec.parents:
-                upstream = sum(solid_share(x[f]) for f in self.inputs[1:]) / len(self.spec.parents)
-                y *= 1 - coupling + coupling * upstream
+            received = [(named_value(x[f] or ""), solid_share(x[f])) for f in self.inputs[1:]]
+            y = self.instance.share(self.spec, name, self.type_index[type_name], received)
             key = json.dumps([self.instance_seed, self.name, x, value, sampled], sort_keys=True, default=str)
             u = uniforms(key, 2 * n + 1)
             offset, marks = u[0], []

@@ -1,21 +1,38 @@
 """One benchmark instance, drawn from its settings: the DAG, each component's kind and quality tables.
 
-Quality model (exact.py computes its expectations in closed form). Example x has an input type t(x).
-Component k under value v writes a text whose `marks` quality marks are "solid" or "shaky"; the share
-of solid marks has expectation
+Quality model (exact.py computes its expectations and optimum exactly). Example x has an input type
+t(x). Component k under value v writes a text whose `marks` quality marks are "solid" or "shaky"; the
+share of solid marks has expectation y_k(x), given the shares s_p of what its parents wrote:
 
-    y_k(x) = q_k(v, t(x)) * (1 - coupling + coupling * mean over parents p of solid share of p)
-
-(sources: y_k = q_k). The global reward of an example is the mean solid share over all K outputs.
+interaction=none (separable):
+    y_k(x) = q_k(v, t(x)) * (1 - coupling + coupling * mean over parents p of s_p)
 Every y_k is a polynomial with nonnegative coefficients in the q's, so the expected reward rises with
 each q_k: the optimum takes every component's best value, per input type for a router. A prompt's or
-a global choice's quality is the same for every input type (that keeps the optimum in closed form for
-any K); routers carry the heterogeneity: each input type has its own best option, which a
-context-free leaderboard (the routers' naive local metric) does not know.
+a global choice's quality is the same for every input type; routers carry the heterogeneity: each
+input type has its own best option, which a context-free leaderboard (the routers' naive local metric)
+does not know.
+
+interaction=on (a component's quality depends on what it receives):
+    y_k(x) = (1 - coupling) * q_k(v, t(x)) * mean over parents p of m_kp(v_p, v) + coupling * mean_p s_p
+where v_p is the value parent p used and m_kp a seeded compatibility table in [0.5, 1]: a draft keeps
+its own quality in full only from inputs that fit its strategy or model, and at worst half of it. The
+second term is what it inherits: a poor input draft still makes a poorer draft. Every component's
+quality q_k(v, t) now depends on the input type (each type has its own best value, as a router's
+does), so a prompt or a global choice must trade types off, and a component's best value depends on
+its parents' and children's values: one coordinate sweep need not find the optimum, and a router's
+best option depends on the request type and on what its parents did, which it reads in its input.
+Sources (no parents) write y_k = q_k(v, t) in both modes. The propagation coefficient (coupling over
+the number of parents) does not depend on any value, so the expected reward is a weighted sum of
+terms over single components and parent-child pairs (exact.py solves it exactly by elimination).
+
+Values: up to 8 named strategies or options; beyond 8 (up to 128) the pool adds generated names
+("approach-009", "model-009", ...), drawn per instance like the named ones. The interaction tables
+come from a random stream of their own, so interaction=none instances are unchanged by them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -27,10 +44,16 @@ TYPES = ("legal", "medical", "travel", "finance", "coding", "retail", "sports", 
 STRATEGIES = ("stepwise", "outline-first", "checklist", "cite-sources", "self-check", "plain-summary",
               "worked-example", "contrastive")
 OPTIONS = ("model-a", "model-b", "model-c", "model-d", "model-e", "model-f", "model-g", "model-h")
+MAX_OPTIONS = 128
+# Pools beyond 8 values: fixed-width generated names (no name is a substring of another).
+STRATEGY_POOL = STRATEGIES + tuple(f"approach-{i:03d}" for i in range(len(STRATEGIES) + 1, MAX_OPTIONS + 1))
+OPTION_POOL = OPTIONS + tuple(f"model-{i:03d}" for i in range(len(OPTIONS) + 1, MAX_OPTIONS + 1))
+INTERACTIONS = ("none", "on")
 UNGUIDED = "unguided"  # what a prompt component does under an instruction naming no strategy it knows
 BEST_QUALITY = 0.95
 OTHER_QUALITY = (0.35, 0.8)  # every other value's quality is drawn uniformly from this range
 UNGUIDED_QUALITY = 0.3
+COMPATIBILITY = (0.5, 1.0)  # interaction=on: the share of a draft's own quality an input's fit keeps
 
 
 @dataclass(frozen=True)
@@ -43,6 +66,8 @@ class ComponentSpec:
     quality: dict  # value -> quality (prompt, choice) or value -> tuple of qualities per input type (route)
     default: str  # the initial strategy (prompt) or option (choice); routers start on the leaderboard
     leaderboard: dict = field(default_factory=dict)  # route: value -> context-free score (naive local metric)
+    # interaction=on: per parent (in `parents` order), parent value -> value -> compatibility m_kp
+    compatibility: tuple[dict, ...] = ()
 
     @property
     def field(self) -> str:
@@ -52,6 +77,22 @@ class ComponentSpec:
         table = self.quality[value] if value in self.quality else UNGUIDED_QUALITY
         return float(table[type_index]) if isinstance(table, tuple) else float(table)
 
+    def fit(self, parent_position: int, parent_value: str, value: str) -> float:
+        """m_kp: how well `value` uses what parent number `parent_position` wrote with `parent_value`
+        (a value outside the tables, e.g. `unguided`, fits worst)."""
+        return float(self.compatibility[parent_position].get(parent_value, {}).get(value, COMPATIBILITY[0]))
+
+    @cached_property
+    def quality_table(self) -> np.ndarray:
+        """q as an array: [value (in `values` order), input type] (a per-type table: a router's, or any
+        component's under interaction=on)."""
+        return np.array([self.quality[v] for v in self.values], dtype=float)
+
+    @cached_property
+    def fit_tables(self) -> tuple[np.ndarray, ...]:
+        """Per parent, m_kp as an array: [parent value (in the parent's `values` order), value (in `values` order)]."""
+        return tuple(np.array([[row[v] for v in self.values] for row in table.values()]) for table in self.compatibility)
+
 
 @dataclass(frozen=True)
 class Instance:
@@ -60,6 +101,19 @@ class Instance:
     coupling: float
     noise: float
     marks: int
+    interaction: str = "none"
+
+    def share(self, spec: ComponentSpec, value: str, type_index: int, parents: list[tuple[str, float]]) -> float:
+        """y_k: the expected solid share of `spec` under `value` on input type `type_index`, given each
+        parent's (value, solid share) in `spec.parents` order; the one home of the quality model."""
+        y = spec.q(value, type_index)
+        if not parents:
+            return y
+        upstream = sum(s for _, s in parents) / len(parents)
+        if self.interaction == "none":
+            return y * (1 - self.coupling + self.coupling * upstream)
+        fit = sum(spec.fit(i, v, value) for i, (v, _) in enumerate(parents)) / len(parents)
+        return (1 - self.coupling) * y * fit + self.coupling * upstream
 
 
 def parents_of(shape: str, k: int) -> tuple[int, ...]:
@@ -82,15 +136,17 @@ def kind_of(kinds: str, k: int) -> str:
 
 def draw_instance(components: int = 10, shape: str = "chain", kinds: str = "mix", options: int = 4,
                   input_types: int = 3, noise: float = 0.5, coupling: float = 0.5, marks: int = 8,
-                  instance: int = 0) -> Instance:
+                  instance: int = 0, interaction: str = "none") -> Instance:
     if not 2 <= int(components) <= 50:
         raise UserError(f"pipeline.components={components}", "use 2 to 50 components")
     if shape not in SHAPES or kinds not in KINDS:
         raise UserError(f"pipeline.shape={shape}, pipeline.kinds={kinds}",
                         f"shape is one of {', '.join(SHAPES)}; kinds one of {', '.join(KINDS)}")
-    if not 2 <= int(options) <= len(OPTIONS) or not 1 <= int(input_types) <= len(TYPES):
+    if not 2 <= int(options) <= MAX_OPTIONS or not 1 <= int(input_types) <= len(TYPES):
         raise UserError(f"pipeline.options={options}, pipeline.input_types={input_types}",
-                        f"options 2 to {len(OPTIONS)}, input_types 1 to {len(TYPES)}")
+                        f"options 2 to {MAX_OPTIONS}, input_types 1 to {len(TYPES)}")
+    if interaction not in INTERACTIONS:
+        raise UserError(f"pipeline.interaction={interaction}", f"use one of {', '.join(INTERACTIONS)}")
     if not (0 <= noise <= 1 and 0 <= coupling <= 1 and 1 <= marks <= 64):
         raise UserError(f"pipeline.noise={noise}, coupling={coupling}, marks={marks}",
                         "noise and coupling lie in [0, 1]; marks 1 to 64")
@@ -99,15 +155,11 @@ def draw_instance(components: int = 10, shape: str = "chain", kinds: str = "mix"
     specs = []
     for k in range(int(components)):
         kind = kind_of(kinds, k)
-        pool = STRATEGIES if kind == "prompt" else OPTIONS
+        named = STRATEGIES if kind == "prompt" else OPTIONS  # the pool of every instance with at most 8 values
+        pool = named if int(options) <= len(named) else (STRATEGY_POOL if kind == "prompt" else OPTION_POOL)
         values = tuple(str(v) for v in rng.choice(pool, size=int(options), replace=False))
         if kind == "route":
-            quality = {v: tuple(float(x) for x in rng.uniform(*OTHER_QUALITY, size=len(types))) for v in values}
-            best = rng.integers(len(values), size=len(types))  # each type's own best option
-            for t, b in enumerate(best):
-                row = list(quality[values[b]])
-                row[t] = BEST_QUALITY
-                quality[values[b]] = tuple(row)
+            quality = per_type_quality(rng, values, len(types))
             leaderboard = {v: float(np.mean(quality[v])) for v in values}
             default = max(values, key=leaderboard.get)
         else:
@@ -117,4 +169,30 @@ def draw_instance(components: int = 10, shape: str = "chain", kinds: str = "mix"
             leaderboard = {}
         specs.append(ComponentSpec(k, f"step_{k:02d}", kind, parents_of(shape, k), values, quality, default,
                                    leaderboard))
-    return Instance(tuple(specs), types, float(coupling), float(noise), int(marks))
+    if interaction == "on":
+        specs = with_interaction(specs, len(types), np.random.default_rng([int(instance), 27, 44]))
+    return Instance(tuple(specs), types, float(coupling), float(noise), int(marks), interaction)
+
+
+def per_type_quality(rng: np.random.Generator, values: tuple[str, ...], n_types: int) -> dict:
+    """value -> quality per input type: uniform in OTHER_QUALITY, each type's own best value at BEST_QUALITY."""
+    quality = {v: tuple(float(x) for x in rng.uniform(*OTHER_QUALITY, size=n_types)) for v in values}
+    for t, b in enumerate(rng.integers(len(values), size=n_types)):
+        row = list(quality[values[b]])
+        row[t] = BEST_QUALITY
+        quality[values[b]] = tuple(row)
+    return quality
+
+
+def with_interaction(specs: list[ComponentSpec], n_types: int, rng: np.random.Generator) -> list[ComponentSpec]:
+    """interaction=on: prompts and global choices get per-type quality tables (routers keep theirs), and
+    every component a compatibility table per parent (module docstring)."""
+    out = []
+    for spec in specs:
+        quality = spec.quality if spec.kind == "route" else per_type_quality(rng, spec.values, n_types)
+        compatibility = tuple(
+            {u: {v: float(m) for v, m in zip(spec.values, rng.uniform(*COMPATIBILITY, size=len(spec.values)), strict=True)}
+             for u in specs[p].values}
+            for p in spec.parents)
+        out.append(replace(spec, quality=quality, compatibility=compatibility))
+    return out

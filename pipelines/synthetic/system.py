@@ -1,4 +1,5 @@
-"""`pipeline=synthetic`: the simulator as a Pipeline, with its optimum in `pipeline.info`."""
+"""`pipeline=synthetic`: the simulator as a Pipeline, with its optimum in `pipeline.info` and its perfect
+local reward in `pipeline.local_reward_oracle` (what `lrf=oracle` scores with)."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,10 +26,11 @@ MAX_SPLIT = 999  # request numbers are unique across splits (1000 per split)
 
 def build(data_dir=None, components: int = 10, shape: str = "chain", kinds: str = "mix", options: int = 4,
           input_types: int = 3, noise: float = 0.5, coupling: float = 0.5, marks: int = 8, instance: int = 0,
-          train_size: int = 200, val_size: int = 100, test_size: int = 200, **_) -> Pipeline:
+          interaction: str = "none", train_size: int = 200, val_size: int = 100, test_size: int = 200,
+          **_) -> Pipeline:
     if max(train_size, val_size, test_size) > MAX_SPLIT:
         raise UserError(f"pipeline split sizes {train_size}/{val_size}/{test_size}", f"use at most {MAX_SPLIT} per split")
-    inst = draw_instance(components, shape, kinds, options, input_types, noise, coupling, marks, instance)
+    inst = draw_instance(components, shape, kinds, options, input_types, noise, coupling, marks, instance, interaction)
     comps = [SimulatedComponent(spec, inst, instance) for spec in inst.components]
     fields = tuple(s.field for s in inst.components)
     system = CompoundSystem(comps, inputs=("request",), outputs=fields)
@@ -39,7 +41,7 @@ def build(data_dir=None, components: int = 10, shape: str = "chain", kinds: str 
     info = {
         "settings": {"components": components, "shape": shape, "kinds": kinds, "options": options,
                      "input_types": input_types, "noise": noise, "coupling": coupling, "marks": marks,
-                     "instance": instance},
+                     "instance": instance, "interaction": interaction},
         "kinds": {s.name: s.kind for s in inst.components},
         "optimal_config": exact.optimal_config(inst),
         "per_type_best": exact.per_type_best(inst),
@@ -49,4 +51,5 @@ def build(data_dir=None, components: int = 10, shape: str = "chain", kinds: str 
     }
     pipeline = Pipeline(name="synthetic", system=system, splits=splits, metric=metric, info=info)
     pipeline.instance = inst  # for exact.expected_* (scripts/synthetic_benchmark.py, tests)
+    pipeline.local_reward_oracle = exact.LocalRewardOracle(inst)  # optimas_cli/lrf/oracle.py
     return pipeline

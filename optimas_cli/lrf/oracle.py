@@ -1,0 +1,42 @@
+"""`lrf=oracle`: a perfect local reward function, the upper bracket of LRF quality (random_reward is the
+lower one).
+
+On a pipeline that carries an exact model of itself (`pipeline.local_reward_oracle`, which only the
+synthetic benchmark has: pipelines/synthetic/exact.py), r_k(x, y) is the exact expected global reward
+of component k's output y on input x, every other component under the loop's current configuration.
+It plugs into Algorithm 1 where a trained LocalRewardModel does (`score(component, inputs, outputs)`,
+and per-input routes read it through ctx.lrf); the loop learns the configuration from `observe`, as
+the global-reward scorer does. There is nothing to collect, train or adapt, so Stage 1 and Stage 2
+are skipped and cost nothing; the loop, its local optimizers and its gate are Optimas' own.
+
+Its scores are expected rewards in [0, 1]: a global choice is sampled with p ∝ exp(mean r_k / T)
+(method.optimizer.choice.temperature), as for any LRF.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from optimas_cli.errors import UserError
+from optimas_cli.system import Pipeline, SystemConfig, Trajectory
+
+ORACLE = "oracle"
+
+
+def is_oracle(lrf_cfg: Mapping) -> bool:
+    return lrf_cfg.get("name") == ORACLE
+
+
+class OracleLRF:
+    def __init__(self, pipeline: Pipeline):
+        exact = getattr(pipeline, "local_reward_oracle", None)
+        if exact is None:
+            raise UserError(f"lrf=oracle needs a pipeline with an exact model of its reward; {pipeline.name!r} has none",
+                            "use it with pipeline=synthetic, or pick a trained local reward (e.g. lrf=minilm)")
+        self.exact = exact
+        self.config: Mapping = pipeline.system.default_config()
+
+    def observe(self, trajectories: Sequence[Trajectory], config: SystemConfig) -> None:
+        self.config = config
+
+    def score(self, component_name: str, inputs: list[dict], outputs: list[dict]) -> list[float]:
+        return self.exact.score(component_name, self.config, inputs, outputs)
