@@ -77,6 +77,9 @@ class CountingStage2:
     def expected_runs(self, config, ctx, names, n_inputs):
         return len(names) * n_inputs * self.executions / self.k
 
+    def scores_changed_by(self, names):
+        return None  # as with a trained backbone: every route may pick anew
+
 
 def make_loop(pipeline, favourite, folder, iterations=1, adapt=None, on_iteration=None, adaptation="paper"):
     ctx = RunContext(ledger=RunLedger(len(pipeline.system)))
@@ -380,3 +383,31 @@ class Carry:
 
     def restore(self, state):
         self.stage2.versions.drawn = state["drawn"]
+
+
+class HeadsOnlyStage2(CountingStage2):
+    """As Stage2 on a frozen backbone: an adaptation changes only the adapted components' local rewards."""
+
+    def scores_changed_by(self, names):
+        return list(names)
+
+
+@pytest.mark.parametrize("stage2_kind, revalidated", [(CountingStage2, True), (HeadsOnlyStage2, False)])
+def test_an_adaptation_re_validates_only_the_routes_whose_reward_it_can_change(tmp_path, stage2_kind, revalidated):
+    """first, then the router after it, are accepted; iteration 3 refreshes first (the router downstream of it
+    changed). Only when that refresh can move the router's reward (a trained backbone) is the router re-validated."""
+    route = Route()
+    route.inputs = ("a",)
+    system = CompoundSystem([Choice("first", "q", "a"), route], inputs=("q",), outputs=("a", "value"))
+    rows = [{"q": f"question {i}"} for i in range(5)]
+    metric = Metric("reward", lambda ex, out: float((out["a"] == 3) + (out["value"] == 3)))
+    pipeline = Pipeline("routed", system, Splits(rows, rows, rows), metric)
+    stage2 = stage2_kind(system, executions=3)
+    ctx = RunContext(ledger=RunLedger(len(system)))
+    settings = LoopSettings(iterations=3, search_size=3, scheduler="round_robin", adaptation="lazy",
+                            optimizer={"choice": {"temperature": 0.01}})
+    loop = OptimasLoop(pipeline, rows, rows, ctx, PrefersThree(), settings, RunFolder(tmp_path), adapt=stage2)
+    config, history = loop.run()
+    assert [e.accepted for e in history[:2]] == [True, True] and config["pick"] == {"route": "lrf"}
+    assert [c for c, _ in stage2.calls] == [["pick"], ["first"]]
+    assert ("routes" in history[2].details["adaptation"]) is revalidated

@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 from rich.console import Console
@@ -247,12 +248,20 @@ class Stage2:
                                 ctx.replace(lrf=self.lrf, sample_index=sample_index),
                                 self.pipeline.metric, components=names, **collect_settings(self.lrf_cfg))
             flat = [p for ps in fresh.values() for p in ps]
-            with ctx.ledger.computing("lrf_training"):
+            moved = self.scores_changed_by(names)
+            with ctx.ledger.computing("lrf_training"), \
+                    self.buffer.replaying_only(moved) if moved is not None else nullcontext():
                 result = adapt_stage2(self.lrf, flat, self.buffer, train_config(self.lrf_cfg, len(flat)))
         adaptation = {"components": list(names), "fresh_inputs": len(fresh_inputs), **result}
         self.adaptations.append(adaptation)
         self.versions.mark(names, versions)
         return adaptation
+
+    def scores_changed_by(self, names: Sequence[str]) -> list[str] | None:
+        """The components whose local rewards adapting `names` can change (None: every one). On a frozen backbone
+        (lrf.train_backbone=heads) only their own heads train, with only their pairs replayed: the other heads,
+        and what the routes they score pick, stay exactly as they were."""
+        return list(names) if getattr(self.lrf, "train_backbone", None) == "heads" else None
 
     def expected_runs(self, config: SystemConfig, ctx: RunContext, names: Sequence[str], n_inputs: int) -> float:
         """The executed runs collecting `names` on `n_inputs` inputs will take under `config` (at most: every

@@ -150,7 +150,8 @@ class OptimasLoop:
     `observe(trajectories, config)`; the loop calls it whenever they change.
     `adapt` is Stage 2 (lrf/stage.Stage2: fresh pairs + replay), run as `settings.adaptation` says; None
     disables it (optimas_no_adapt). It offers `adapt(config, ctx, names, n_inputs, versions)`,
-    `stale(names, versions, whole_system)`, `expected_runs(config, ctx, names, n_inputs)` and `fresh_size`.
+    `stale(names, versions, whole_system)`, `expected_runs(config, ctx, names, n_inputs)`,
+    `scores_changed_by(names)` and `fresh_size`.
     `on_iteration(entry)` reports progress; `save_lrf()` checkpoints the adapted LRF.
     `schedulable()` names the components the scheduler may pick now (None: all of them).
     `carry` is method state to checkpoint with each iteration: `state() -> dict`, `restore(dict)`.
@@ -348,7 +349,7 @@ class OptimasLoop:
         if not names or left is None or own + self._adaptation_ahead(config, names, n) <= left:
             return names, (n if names else 0), ""
         per_input = self.adapt.expected_runs(config, self.ctx, names, 1)
-        n = min(n - 1, math.floor((left - own - self._route_reruns(config)) / per_input)) if per_input > 0 else 0
+        n = min(n - 1, math.floor((left - own - self._route_reruns(config, names)) / per_input)) if per_input > 0 else 0
         while n > 0 and own + self._adaptation_ahead(config, names, n) > left:  # float rounding: fit exactly
             n -= 1
         n = max(0, n)
@@ -361,11 +362,16 @@ class OptimasLoop:
         search inputs (nothing without a collection). A cap then stops before it, not after."""
         if not names or not n_inputs:
             return 0.0
-        return self.adapt.expected_runs(config, self.ctx, names, n_inputs) + self._route_reruns(config)
+        return self.adapt.expected_runs(config, self.ctx, names, n_inputs) + self._route_reruns(config, names)
 
-    def _route_reruns(self, config: SystemConfig) -> float:
-        """The re-runs of per-input LRF routes on validation and search inputs after an adaptation."""
-        routed = [n for n in self.system.order if route_of(config[n]) == "lrf"]
+    def _routes_moved(self, config: SystemConfig, names: Sequence[str]) -> list[str]:
+        """The per-input LRF routes whose picks adapting `names` can change."""
+        moved = self.adapt.scores_changed_by(names)
+        return [n for n in self.system.order if route_of(config[n]) == "lrf" and (moved is None or n in moved)]
+
+    def _route_reruns(self, config: SystemConfig, names: Sequence[str]) -> float:
+        """The re-runs of those routes on validation and search inputs after an adaptation of `names`."""
+        routed = self._routes_moved(config, names)
         return self.system.rerun_cost(routed, len(self.val) + min(self.settings.search_size, len(self.train)), config) if routed else 0.0
 
     def _note_pending_adaptation(self, config: SystemConfig, history: list[HistoryEntry]) -> None:
@@ -389,7 +395,7 @@ class OptimasLoop:
         re-validated: if the validation total drops, the previous reward model is restored (the
         routes then pick as before); otherwise the new routes stand and the search sample follows them.
         """
-        routed = [n for n in self.system.order if route_of(config[n]) == "lrf"]
+        routed = self._routes_moved(config, names)
         before = copy.deepcopy(self.lrf.state_dict()) if routed and hasattr(self.lrf, "state_dict") else None
         spent = self.ctx.ledger.equivalent_runs()
         self.adapt(config, self.ctx.replace(phase="adaptation"), names, n_inputs, accepted_versions(history))
