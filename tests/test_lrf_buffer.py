@@ -75,3 +75,15 @@ def test_one_comparison_is_held_once_with_its_newest_label_and_never_replayed_be
     fresh = [PreferencePair("a", {"i": 2}, {"y": "old-2"}, {"y": "old+2"}, 1.0, 0.0, {"tag": "new"})]
     for batch in buffer.mixed_batches(fresh, batch_size=4, steps=6):
         assert [p.context["i"] for p in batch].count(2) == 1  # the held, opposite label of comparison 2 stays out
+
+
+def test_a_stage2_on_some_heads_replays_only_their_pairs():
+    buffer = ReplayBuffer(capacity_per_component=100, mix_ratio=0.5, seed=0)
+    buffer.add(pairs("a", 40) + pairs("b", 40))
+    with buffer.replaying_only(["a"]):
+        batches = buffer.mixed_batches(pairs("a", 10, tag="new"), batch_size=8, steps=5)
+        assert buffer.batch_shape(8, 10) == (4, 4)
+    assert {p.component for b in batches for p in b} == {"a"} and all(len(b) == 8 for b in batches)
+    with buffer.replaying_only(["c"]):  # nothing of c's to replay: all-fresh batches
+        assert buffer.batch_shape(8, 10) == (8, 0)
+    assert {p.component for b in buffer.mixed_batches(pairs("a", 10, tag="new"), 8, 5) for p in b} == {"a", "b"}

@@ -127,8 +127,30 @@ def test_stage2_draws_new_samples_on_stage1s_inputs(tmp_path, lrf_cfg):
     buffer = ReplayBuffer(seed=0)
     buffer.add(stage1)
     adapt = Stage2(pipe, model, buffer, {**lrf_cfg, "collect": settings}, inputs, len(inputs), RunFolder(tmp_path))
-    adapt(system.default_config(), ctx.replace(phase="adaptation"))
+    adapt(system.default_config(), ctx.replace(phase="adaptation"), ["gen"], len(inputs), {})
     stage2_draws = {(str(r.messages), r.sample_index) for _, r in lm.requests}
     assert {m for m, _ in stage2_draws} == {m for m, _ in stage1_draws}  # the same prompts (inputs, config)
     assert not stage2_draws & stage1_draws  # ... sampled afresh
     assert adapt.adaptations[0]["fresh_pairs"] > 0
+
+
+def test_a_components_expected_collection_alone_adds_up_to_the_whole_and_bounds_what_runs(tmp_path):
+    """Stage2.expected_runs of one component is its share of the whole collection (a lazy refresh is sized and
+    capped by it), and an upper bound of what collecting it executes."""
+    from optimas_cli.lrf.buffer import ReplayBuffer
+    from optimas_cli.lrf.collect import collect_all
+    from optimas_cli.lrf.stage import Stage2
+    from pipelines.synthetic.system import build
+
+    pipe = build(components=5, shape="diamond", kinds="mix", noise=0.5, instance=1)
+    config, inputs = pipe.system.default_config(), pipe.splits.train[:3]
+    stage2 = Stage2(pipe, None, ReplayBuffer(), {"collect": {"num_candidates": 3, "mc_repeats": 2}}, inputs, 3,
+                    RunFolder(tmp_path))
+    ctx = RunContext(ledger=RunLedger(len(pipe.system)), phase="adaptation", temperature=0.7)
+    names = list(pipe.system.order)
+    alone = [stage2.expected_runs(config, ctx, [n], 3) for n in names]
+    assert sum(alone) == pytest.approx(stage2.expected_runs(config, ctx, names, 3)) and min(alone) > 0
+    for name, expected in zip(names, alone, strict=True):
+        before = ctx.ledger.equivalent_runs()
+        collect_all(pipe.system, config, inputs, ctx, pipe.metric, components=[name], num_candidates=3, mc_repeats=2)
+        assert 0 < ctx.ledger.equivalent_runs() - before <= expected + 1e-9

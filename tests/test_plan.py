@@ -39,8 +39,9 @@ def runs_by_phase(ledger: dict) -> dict[str, float]:
 ])
 def test_plan_predicts_the_runs_of_a_toy_exactly(tmp_path, monkeypatch, tiny_backbone, pipeline, method):
     monkeypatch.chdir(tmp_path)  # no earlier run under ./outputs: the plan states its estimates
+    paper = ["method.adaptation=paper"] if method == "optimas" else []  # the plan predicts the paper's Stage 2
     cfg = composed(f"pipeline={pipeline}", f"method={method}", "budget=smoke", f"lrf.backbone={tiny_backbone}",
-                   "lrf.max_length=96", "lrf.judge.enabled=false")
+                   "lrf.max_length=96", "lrf.judge.enabled=false", *paper)
     results = run(cfg, RunFolder(tmp_path / "run"), Console(quiet=True))
     plan = results["plan"]
     assert {p: row["runs"] for p, row in plan["phases"].items() if row["runs"]} == runs_by_phase(results["ledger"])

@@ -4,6 +4,9 @@ Each component keeps its most recent `capacity_per_component` pairs (first in, f
 from long-gone configurations are the stalest labels (upstream drift), so they leave first.
 A Stage 2 batch of size B holds about B * mix_ratio replayed pairs and the rest fresh ones.
 
+A Stage 2 that adapts only some components' heads on a frozen backbone replays only their pairs
+(`replaying_only`): the other heads are then left exactly as they were.
+
 One comparison (component, input, the two outputs) is held once: a newer pair of it, with either
 label, replaces the older one, and a batch never replays a comparison its fresh pairs measure again;
 the buffer never asks r_k to prefer y over y' and y' over y on the same input.
@@ -13,7 +16,8 @@ from __future__ import annotations
 import json
 import random
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 from optimas_cli.lrf.pairs import PreferencePair
 
@@ -36,12 +40,25 @@ class ReplayBuffer:
         self.mix_ratio = float(mix_ratio)
         self.rng = random.Random(seed)
         self.pairs: dict[str, deque[PreferencePair]] = {}
+        self._replay_only: set[str] | None = None  # set inside `replaying_only`
 
     def __len__(self) -> int:
         return sum(len(q) for q in self.pairs.values())
 
     def components(self) -> list[str]:
         return [c for c, q in self.pairs.items() if q]
+
+    @contextmanager
+    def replaying_only(self, components: Collection[str]) -> Iterator[None]:
+        """Inside the block, Stage 2 batches replay only `components`' pairs."""
+        self._replay_only = set(components)
+        try:
+            yield
+        finally:
+            self._replay_only = None
+
+    def _replayable(self) -> list[str]:
+        return [c for c in self.components() if self._replay_only is None or c in self._replay_only]
 
     def add(self, pairs: Iterable[PreferencePair]) -> None:
         """Append the pairs; each replaces a held pair of the same comparison (an older measurement of it)."""
@@ -82,7 +99,7 @@ class ReplayBuffer:
     def batch_shape(self, batch_size: int, n_fresh_available: int) -> tuple[int, int]:
         """(fresh, replayed) counts of one batch: replayed/total = mix_ratio, at least one fresh pair,
         and no fresh pair twice in a batch (with few fresh pairs the batch shrinks, the ratio holds)."""
-        if not len(self) or self.mix_ratio == 0.0:
+        if not any(self.pairs[c] for c in self._replayable()) or self.mix_ratio == 0.0:
             return min(batch_size, n_fresh_available), 0
         n_fresh = max(1, batch_size - round(batch_size * self.mix_ratio))
         n_fresh = min(n_fresh, n_fresh_available)
@@ -95,7 +112,7 @@ class ReplayBuffer:
             return []
         n_fresh, n_replay = self.batch_shape(batch_size, len(fresh))
         again = {comparison(p) for p in fresh}
-        replayable = [p for c in self.components() for p in self.pairs[c] if comparison(p) not in again]
+        replayable = [p for c in self._replayable() for p in self.pairs[c] if comparison(p) not in again]
         order: list[PreferencePair] = []
         batches = []
         for _ in range(steps):

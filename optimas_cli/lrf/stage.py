@@ -7,11 +7,13 @@ Shared by `optimas collect`, `optimas train-lrf` and the optimas method.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 from rich.console import Console
@@ -39,7 +41,7 @@ from optimas_cli.lrf.train import (
     split_by_input,
     train_stage1,
 )
-from optimas_cli.system import Pipeline, RunContext, SystemConfig
+from optimas_cli.system import CompoundSystem, ConfigKind, Pipeline, RunContext, SystemConfig
 from optimas_cli.system.caps import check_caps
 from optimas_cli.system.run_folder import RunFolder
 
@@ -188,43 +190,101 @@ def make_buffer(lrf_cfg: Mapping, seed: int) -> ReplayBuffer:
     return ReplayBuffer(int(b.get("capacity_per_component", 500)), float(b.get("mix_ratio", 0.5)), seed)
 
 
+class DrawnVersions:
+    """Per component, the configuration version its newest preference pairs were drawn under: how many accepted
+    updates each component had then (absent: Stage 1's pairs, drawn before any). A component's local reward
+    depends on what feeds it (its inputs) and what consumes its output (the reward its candidates earn); an
+    update on a parallel branch changes neither, and its own update changes neither."""
+
+    def __init__(self, system: CompoundSystem):
+        self.drawn: dict[str, dict[str, int]] = {}
+        self.context = {n: {*system.downstream(n), *(u for u in system.order if n in system.downstream(u))}
+                        for n in system.order}
+
+    def stale(self, names: Sequence[str], versions: Mapping[str, int], whole_system: bool = False) -> list[str]:
+        """Those of `names` whose pairs were drawn before an accepted update upstream or downstream of them
+        (`whole_system`: of any component, the paper's trigger: every accepted update adapts every r_k).
+        `versions`: each component's accepted updates so far."""
+        def behind(name: str) -> bool:
+            drawn = self.drawn.get(name, {})
+            watched = set(versions) | set(drawn) if whole_system else self.context[name]
+            return any(versions.get(c, 0) != drawn.get(c, 0) for c in watched)
+        return [n for n in names if behind(n)]
+
+    def mark(self, names: Sequence[str], versions: Mapping[str, int]) -> None:
+        """`names` have fresh pairs drawn under `versions`."""
+        for name in names:
+            self.drawn[name] = dict(versions)
+
+
 class Stage2:
-    """Stage 2 after an accepted update: fresh pairs under the new configuration, mixed with the replay
-    buffer. It keeps what a resumed run needs (`state()`/`restore()`, checkpointed with the loop): the
-    adaptations so far (their count is the cursor into the fresh inputs), the replay buffer, and the
-    adapted LRF's weights as of the checkpoint (a kill after an adaptation but before its checkpoint
-    must not leave the resumed run with weights from the future)."""
+    """Stage 2: fresh pairs for the named components under the current configuration, mixed with the replay
+    buffer; `versions` tells the loop which local rewards an accepted update has made stale. It keeps what a
+    resumed run needs (`state()`/`restore()`, checkpointed with the loop): the adaptations so far (their fresh
+    inputs are the cursor into the fresh pool), the drawn versions, the replay buffer, and the adapted LRF's
+    weights as of the checkpoint (a kill after an adaptation but before its checkpoint must not leave the
+    resumed run with weights from the future)."""
 
     def __init__(self, pipeline: Pipeline, lrf: LocalRewardModel, buffer: ReplayBuffer, lrf_cfg: Mapping,
                  fresh_pool: Sequence[dict], fresh_size: int, folder: RunFolder):
         self.pipeline, self.lrf, self.buffer, self.lrf_cfg = pipeline, lrf, buffer, lrf_cfg
         self.fresh_pool, self.fresh_size, self.folder = list(fresh_pool), int(fresh_size), folder
         self.adaptations: list[dict] = []
+        self.versions = DrawnVersions(pipeline.system)
+        self.stale = self.versions.stale
         self._saved: int | None = None  # the adaptation count whose weights are on disk
 
-    def __call__(self, config: SystemConfig, ctx: RunContext) -> None:
-        start = (len(self.adaptations) * self.fresh_size) % len(self.fresh_pool)
-        fresh_inputs = (self.fresh_pool[start:] + self.fresh_pool[:start])[: self.fresh_size]
+    def __call__(self, config: SystemConfig, ctx: RunContext, names: Sequence[str], n_inputs: int,
+                 versions: Mapping[str, int]) -> dict:
+        """Collect fresh pairs for `names` on the next `n_inputs` inputs of the fresh pool, adapt the LRF on
+        them (mixed with replayed pairs), and mark their pairs as drawn under `versions`."""
+        cursor = sum(a["fresh_inputs"] for a in self.adaptations) % len(self.fresh_pool)
+        fresh_inputs = (self.fresh_pool[cursor:] + self.fresh_pool[:cursor])[:n_inputs]
         # Its own sample indices: the fresh pool is (by default) Stage 1's inputs, and a component the
         # update left unchanged would otherwise replay Stage 1's very samples (and cached calls).
         sample_index = ctx.sample_index + collection_sample_index(len(self.adaptations) + 1)
         with ctx.ledger.timed("adaptation"):
             fresh = collect_all(self.pipeline.system, config, fresh_inputs,
                                 ctx.replace(lrf=self.lrf, sample_index=sample_index),
-                                self.pipeline.metric, **collect_settings(self.lrf_cfg))
+                                self.pipeline.metric, components=names, **collect_settings(self.lrf_cfg))
             flat = [p for ps in fresh.values() for p in ps]
-            with ctx.ledger.computing("lrf_training"):
-                self.adaptations.append(adapt_stage2(self.lrf, flat, self.buffer, train_config(self.lrf_cfg, len(flat))))
+            moved = self.scores_changed_by(names)
+            with ctx.ledger.computing("lrf_training"), \
+                    self.buffer.replaying_only(moved) if moved is not None else nullcontext():
+                result = adapt_stage2(self.lrf, flat, self.buffer, train_config(self.lrf_cfg, len(flat)))
+        adaptation = {"components": list(names), "fresh_inputs": len(fresh_inputs), **result}
+        self.adaptations.append(adaptation)
+        self.versions.mark(names, versions)
+        return adaptation
 
-    def expected_runs(self, config: SystemConfig, ctx: RunContext) -> float:
-        """The executed runs the next adaptation will take under `config` (at most: every sampled candidate
-        distinct), by optimas plan's arithmetic. A run cap checks it before Stage 2 starts, which would
-        otherwise cross the cap by a whole adaptation."""
-        tally = ExecutionTally()
-        n = min(self.fresh_size, len(self.fresh_pool))
-        expected_collection(self.pipeline.system, config, n, collect_settings(self.lrf_cfg), tally,
-                            decoding_temperature(ctx))
-        return tally.executions / len(self.pipeline.system)
+    def scores_changed_by(self, names: Sequence[str]) -> list[str] | None:
+        """The components whose local rewards adapting `names` can change (None: every one). On a frozen backbone
+        (lrf.train_backbone=heads) only their own heads train, with only their pairs replayed: the other heads,
+        and what the routes they score pick, stay exactly as they were."""
+        return list(names) if getattr(self.lrf, "train_backbone", None) == "heads" else None
+
+    def expected_runs(self, config: SystemConfig, ctx: RunContext, names: Sequence[str], n_inputs: int) -> float:
+        """The executed runs collecting `names` on `n_inputs` inputs will take under `config` (at most: every
+        sampled candidate distinct), by optimas plan's arithmetic. A run cap checks it before Stage 2 starts
+        (which would otherwise cross the cap by a whole adaptation), and sizes a lazy refresh by it."""
+        tally, system = ExecutionTally(), self.pipeline.system
+        everything = set(names) >= set(optimizable_components(system))
+        for view in [system] if everything else [self._alone(n) for n in names]:
+            expected_collection(view, config, n_inputs, collect_settings(self.lrf_cfg), tally, decoding_temperature(ctx))
+        return tally.executions / len(system)
+
+    def _alone(self, name: str) -> CompoundSystem:
+        """The system in which only `name` has something to collect: expected_collection's count of `name`'s
+        collection alone. The other components keep their wiring, routes and randomness."""
+        components = []
+        for comp in self.pipeline.system.components.values():
+            if comp.name != name and comp.kind is not ConfigKind.NONE:
+                twin = copy.copy(comp)
+                twin.kind = ConfigKind.NONE
+                twin.is_stochastic = comp.is_stochastic  # NONE would read as deterministic downstream
+                comp = twin
+            components.append(comp)
+        return CompoundSystem(components, self.pipeline.system.inputs, self.pipeline.system.outputs)
 
     def _weights(self, n: int) -> Path:
         return self.folder.file(LRF_CHECKPOINTS) / f"after-{n}-adaptations"
@@ -241,10 +301,11 @@ class Stage2:
                 if old.name not in (self._weights(n).name, self._weights(n - 1).name):
                     shutil.rmtree(old, ignore_errors=True)
             self._saved = n
-        return {"adaptations": self.adaptations, "buffer": self.buffer.state()}
+        return {"adaptations": self.adaptations, "drawn": self.versions.drawn, "buffer": self.buffer.state()}
 
     def restore(self, state: dict) -> None:
         self.adaptations[:] = state["adaptations"]
+        self.versions.drawn = {name: dict(versions) for name, versions in state["drawn"].items()}
         self.buffer.restore(state["buffer"])
         n = len(self.adaptations)
         self.lrf.load_state_dict(LocalRewardModel.load(self._weights(n), device="cpu").state_dict())

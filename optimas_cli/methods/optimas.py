@@ -27,7 +27,9 @@ STAGE2_POOLS = ("train", "beyond_train")
 
 
 class Optimas(Method):
-    """`adapt=False` is the optimas_no_adapt ablation (no Stage 2 after an accepted update).
+    """`adaptation` is when Stage 2 adapts the local rewards (optim/loop.ADAPTATION_MODES): `lazy` refreshes a
+    component's r_k just before it is next optimized, when an accepted update upstream or downstream of it came
+    after its pairs; `paper` adapts every r_k after every accepted update; `none` is the optimas_no_adapt ablation.
 
     `skip_unpaired=True` schedules only components whose LRF has training pairs (the paper draws
     uniformly over all of them: the default). `stage2_pool` is where Stage 2's fresh inputs come
@@ -36,7 +38,7 @@ class Optimas(Method):
     """
 
     def __init__(self, budget: Budget, lrf: Mapping, name: str = "optimas", console: Console | None = None,
-                 scheduler: str = "uniform", adapt: bool = True, optimizer: Mapping | None = None, seed: int = 0,
+                 scheduler: str = "uniform", adaptation: str = "lazy", optimizer: Mapping | None = None, seed: int = 0,
                  skip_unpaired: bool = False, stage2_pool: str = "train", gate: str = "strict",
                  gate_alpha: float = 0.1, optimizer_lm: str | None = None):
         super().__init__(name, budget, console)
@@ -44,13 +46,14 @@ class Optimas(Method):
             raise UserError(f"unknown method.stage2_pool {stage2_pool!r}", f"use one of {', '.join(STAGE2_POOLS)}")
         self.lrf_cfg, self.skip_unpaired, self.stage2_pool = dict(lrf), skip_unpaired, stage2_pool
         self.optimizer_lm = optimizer_lm  # the prompt proposer's model (None: the run's LM)
-        self.scheduler, self.adapt_enabled, self.optimizer, self.seed = scheduler, adapt, dict(optimizer or {}), seed
+        self.scheduler, self.adaptation, self.optimizer, self.seed = scheduler, adaptation, dict(optimizer or {}), seed
         self.gate, self.gate_alpha = gate, gate_alpha
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         system, console = pipeline.system, self.console
         settings = LoopSettings.from_budget(self.budget, self.scheduler, self.optimizer, self.seed,
-                                            str(folder.file("adapters")), self.gate, self.gate_alpha, self.optimizer_lm)
+                                            str(folder.file("adapters")), self.gate, self.gate_alpha, self.optimizer_lm,
+                                            self.adaptation)
         # (checked before anything is spent: a mistyped optimizer key or gate fails here)
         if is_oracle(self.lrf_cfg):
             return self._with_oracle(pipeline, splits, ctx, folder, settings)
@@ -70,7 +73,7 @@ class Optimas(Method):
 
         loop = OptimasLoop(
             pipeline, splits.train, splits.val, ctx, lrf, settings, folder,
-            adapt=adapt if self.adapt_enabled else None,
+            adapt=adapt,  # settings.adaptation=none leaves it unused
             save_lrf=lambda: lrf.save(folder.file(LRF_DIR)),
             on_iteration=self.print_iteration,
             # A component without training pairs has an untrained r_k: optimizing against it is noise.

@@ -116,6 +116,15 @@ def cap_reached(ctx, ahead: Mapping[str, float] | None = None) -> bool:
     return False
 
 
+def runs_left(ctx) -> float | None:
+    """The equivalent system runs a max_runs cap still allows (None without one): what a unit of adjustable
+    size (Optimas' lazy LRF refresh) is sized from, so that it fits before the cap rather than crossing it."""
+    caps = getattr(ctx, "caps", None)
+    if caps is None or caps.max_runs is None or caps.spent is None:
+        return None
+    return max(0.0, caps.max_runs - float(caps.spent().get("max_runs", 0.0)))
+
+
 def ends_at_run_cap(matched: bool, caps: BudgetCaps | None) -> bool:
     """Whether the run cap, not an iteration count, ends a matched-cost run's search (budget.max_runs_from
     set its max_runs), so the baseline spends what the reference spent."""
