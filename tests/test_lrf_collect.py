@@ -84,7 +84,8 @@ def test_choice_component_gives_every_ordered_pair_with_the_better_value_chosen(
     assert all(p.component == "picker" and p.context == {"clean": p.context["clean"]} for p in pairs)
     assert {(p.meta["chosen_value"], p.meta["rejected_value"]) for p in pairs} >= {(2, 1), (1, 3)}
     assert all(p.gap > 0 for p in pairs)
-    assert stats == {"examples": 2, "candidates": 6, "pairs": 5, "near_ties": 1, "identical_outputs": 0, "mc_repeats": 1}
+    assert stats == {"examples": 2, "candidates": 6, "pairs": 5, "near_ties": 1, "identical_outputs": 0, "mc_repeats": 1,
+                     "values": 3, "values_drawn": 3}
     # Ledger: prep once per example; picker once per value per example; reader once per candidate.
     # Nothing downstream is stochastic, so no Monte Carlo repeats were paid for.
     executions = ctx.ledger.executions[COLLECTION_PHASE]
@@ -150,6 +151,7 @@ def test_a_sampled_choice_runs_num_candidates_values_per_input_and_covers_every_
         assert ctx.ledger.executions[COLLECTION_PHASE]["picker"] == 18  # 9 inputs x 2 values, not x 6
         assert ctx.ledger.executions[COLLECTION_PHASE]["reader"] == 18
         assert stats["candidates"] == 18 and len(pairs) == 9  # one pair per input (no ties here)
+        assert stats["values"] == stats["values_drawn"] == 6
         per_input = {}
         for p in pairs:
             per_input.setdefault(p.context["clean"], set()).update({p.chosen["k"], p.rejected["k"]})

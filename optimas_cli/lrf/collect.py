@@ -61,8 +61,12 @@ def as_metric(metric: Metric | MetricFn) -> Metric:
     return metric if isinstance(metric, Metric) else Metric("reward", metric)
 
 
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def _same_output(a: dict, b: dict) -> bool:
-    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+    return _key(a) == _key(b)
 
 
 def _fix_independent_components(
@@ -264,6 +268,9 @@ def collect_pairs(
         stats["near_ties"] = stats.get("near_ties", 0) + near_ties
         stats["identical_outputs"] = stats.get("identical_outputs", 0) + identical
         stats["mc_repeats"] = repeats  # what was run, not what was asked for
+        if comp.kind is ConfigKind.CHOICE:  # how many of the choice's values the candidates covered
+            stats["values"] = len(comp.candidate_values())
+            stats["values_drawn"] = len({_key(v) for vals in values for v in vals})
     log.info("%s: %d pairs from %d inputs (%d within epsilon)", component_name, len(pairs), len(active), near_ties)
     return pairs
 
