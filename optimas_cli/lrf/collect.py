@@ -106,6 +106,10 @@ def _choice_draws(comp: Component, inputs: list[dict], ctx: RunContext, num_cand
     if choices == "enumerate":
         return [(value, list(range(len(inputs))), comp.execute(inputs, value, ctx)) for value in values]
     drawn = balanced_draws(len(values), len(inputs), num_candidates, f"{ctx.seed}:{ctx.sample_index}:{comp.name}")
+    if len(inputs) * num_candidates < len(values):
+        log.warning("%s: %d inputs x %d candidates leave %d of its %d values undrawn; the reward model must score "
+                    "them unseen (raise lrf.collect.num_candidates or the training inputs to cover them)",
+                    comp.name, len(inputs), num_candidates, len(values) - len(inputs) * num_candidates, len(values))
     out = []
     for j, value in enumerate(values):
         rows = [i for i, picked in enumerate(drawn) if j in picked]
