@@ -163,6 +163,15 @@ def test_a_sampled_choice_runs_num_candidates_values_per_input_and_covers_every_
                                    num_candidates=2)) != runs[0]
 
 
+def test_too_few_draws_to_cover_a_choice_warn_and_say_how_many_values_stay_unseen(caplog):
+    system = many_valued_system(6)
+    examples = [{"query": f"q{i}", "reward": {v: v / 6 for v in range(1, 7)}} for i in range(2)]
+    stats = {}
+    collect_pairs(system, system.default_config(), "picker", examples, ctx_for(system), lookup_reward,
+                  num_candidates=2, stats=stats)
+    assert stats["values_drawn"] == 4 and "leave 2 of its 6 values undrawn" in caplog.text
+
+
 def test_the_plan_counts_sampled_choices_as_drawn_and_enumerated_ones_in_full():
     system = many_valued_system(6)
     for mode, picker_runs in (("sample", 2 * 5), ("enumerate", 6 * 5)):
