@@ -8,7 +8,14 @@ from fakes import ScriptedLM
 
 from optimas_cli.errors import UserError
 from optimas_cli.lm.types import LMResponse
-from optimas_cli.lrf.collect import COLLECTION_PHASE, collect_all, collect_pairs
+from optimas_cli.lrf.collect import (
+    COLLECTION_PHASE,
+    ExecutionTally,
+    balanced_draws,
+    collect_all,
+    collect_pairs,
+    expected_collection,
+)
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, RunContext, RunLedger
 
 
@@ -77,7 +84,8 @@ def test_choice_component_gives_every_ordered_pair_with_the_better_value_chosen(
     assert all(p.component == "picker" and p.context == {"clean": p.context["clean"]} for p in pairs)
     assert {(p.meta["chosen_value"], p.meta["rejected_value"]) for p in pairs} >= {(2, 1), (1, 3)}
     assert all(p.gap > 0 for p in pairs)
-    assert stats == {"examples": 2, "candidates": 6, "pairs": 5, "near_ties": 1, "identical_outputs": 0, "mc_repeats": 1}
+    assert stats == {"examples": 2, "candidates": 6, "pairs": 5, "near_ties": 1, "identical_outputs": 0, "mc_repeats": 1,
+                     "values": 3, "values_drawn": 3}
     # Ledger: prep once per example; picker once per value per example; reader once per candidate.
     # Nothing downstream is stochastic, so no Monte Carlo repeats were paid for.
     executions = ctx.ledger.executions[COLLECTION_PHASE]
@@ -105,6 +113,82 @@ def test_examples_where_the_component_does_not_run_give_no_pairs():
     pairs = collect_pairs(system, system.default_config(), "picker", examples, ctx, lookup_reward)
     assert {p.context["clean"] for p in pairs} == {"q1"}
     assert ctx.ledger.executions[COLLECTION_PHASE]["picker"] == 3
+
+
+def test_enumerate_runs_every_value_whatever_num_candidates_says():
+    system = choice_system()
+    ctx = ctx_for(system)
+    pairs = collect_pairs(system, system.default_config(), "picker", EXAMPLES, ctx, lookup_reward,
+                          num_candidates=2, choices="enumerate")
+    assert len(pairs) == 5 and ctx.ledger.executions[COLLECTION_PHASE]["picker"] == 6
+
+
+def test_balanced_draws_give_each_input_distinct_values_and_every_value_equally_often():
+    draws = balanced_draws(8, 12, 3, "0:0:router")
+    assert all(len(d) == len(set(d)) == 3 for d in draws)
+    counts = [sum(j in d for d in draws) for j in range(8)]
+    assert sum(counts) == 36 and max(counts) - min(counts) <= 1  # 36 draws over 8 values: 4 or 5 each
+    assert len({tuple(d) for d in draws}) > 4  # values meet in varied sets, not the same few blocks
+    assert balanced_draws(8, 12, 3, "0:0:router") == draws
+    assert balanced_draws(8, 12, 3, "1:0:router") != draws
+    assert balanced_draws(3, 2, 5, "s") == [[0, 1, 2], [0, 1, 2]]  # fewer values than asked: all of them
+
+
+def many_valued_system(n_values):
+    picker = Picker(choices=tuple(range(1, n_values + 1)))
+    return CompoundSystem([Prep(), picker, Reader()], inputs=("query",), outputs=("used",))
+
+
+def test_a_sampled_choice_runs_num_candidates_values_per_input_and_covers_every_value():
+    system = many_valued_system(6)
+    examples = [{"query": f"q{i}", "reward": {v: ((v * 7 + i) % 6) / 6 for v in range(1, 7)}} for i in range(9)]
+    runs = []
+    for _ in range(2):
+        ctx, stats = ctx_for(system), {}
+        pairs = collect_pairs(system, system.default_config(), "picker", examples, ctx, lookup_reward,
+                              num_candidates=2, stats=stats)
+        runs.append(as_tuples(pairs))
+        assert ctx.ledger.executions[COLLECTION_PHASE]["picker"] == 18  # 9 inputs x 2 values, not x 6
+        assert ctx.ledger.executions[COLLECTION_PHASE]["reader"] == 18
+        assert stats["candidates"] == 18 and len(pairs) == 9  # one pair per input (no ties here)
+        assert stats["values"] == stats["values_drawn"] == 6
+        per_input = {}
+        for p in pairs:
+            per_input.setdefault(p.context["clean"], set()).update({p.chosen["k"], p.rejected["k"]})
+        assert all(len(v) == 2 for v in per_input.values())
+        assert set().union(*per_input.values()) == set(range(1, 7))
+    assert runs[0] == runs[1]  # seeded
+    ctx = ctx_for(system).replace(sample_index=1 << 16)  # Stage 2's next collection draws other values
+    assert as_tuples(collect_pairs(system, system.default_config(), "picker", examples, ctx, lookup_reward,
+                                   num_candidates=2)) != runs[0]
+
+
+def test_too_few_draws_to_cover_a_choice_warn_and_say_how_many_values_stay_unseen(caplog):
+    system = many_valued_system(6)
+    examples = [{"query": f"q{i}", "reward": {v: v / 6 for v in range(1, 7)}} for i in range(2)]
+    stats = {}
+    collect_pairs(system, system.default_config(), "picker", examples, ctx_for(system), lookup_reward,
+                  num_candidates=2, stats=stats)
+    assert stats["values_drawn"] == 4 and "leave 2 of its 6 values undrawn" in caplog.text
+
+
+def test_the_plan_counts_sampled_choices_as_drawn_and_enumerated_ones_in_full():
+    system = many_valued_system(6)
+    for mode, picker_runs in (("sample", 2 * 5), ("enumerate", 6 * 5)):
+        tally = ExecutionTally()
+        expected_collection(system, system.default_config(), 5, {"num_candidates": 2, "choices": mode}, tally, 0.0)
+        ctx = ctx_for(system)
+        collect_pairs(system, system.default_config(), "picker",
+                      [{"query": f"q{i}", "reward": {v: v / 6 for v in range(1, 7)}} for i in range(5)],
+                      ctx, lookup_reward, num_candidates=2, choices=mode)
+        assert sum(ctx.ledger.executions[COLLECTION_PHASE].values()) == tally.executions == 5 + 2 * picker_runs
+
+
+def test_an_unknown_choice_mode_is_a_user_error():
+    system = choice_system()
+    with pytest.raises(UserError, match="lrf.collect.choices"):
+        collect_pairs(system, system.default_config(), "picker", EXAMPLES, ctx_for(system), lookup_reward,
+                      choices="all")
 
 
 # -- LM components: sampled candidates, stochastic downstream, Monte Carlo repeats -------------------

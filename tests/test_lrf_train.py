@@ -169,6 +169,48 @@ def test_half_precision_training_keeps_float32_backbone_weights_so_small_steps_a
     assert not frozen.autocast and {p.dtype for p in frozen.backbone.parameters()} == {torch.bfloat16}
 
 
+def heads_only(bert, **kw):
+    return tiny_model(bert, train_backbone="heads", **kw)
+
+
+def test_heads_on_cached_embeddings_train_exactly_as_on_the_backbone_run_each_step(bert):
+    pairs, held = keyword_pairs(40, seed=8), keyword_pairs(12, seed=9)
+    cfg = TrainConfig(**{**FAST, "epochs": 3, "stage2_steps": 4})
+    heads, scores = [], []
+    for cache in (True, False):
+        model = heads_only(bert, cache_embeddings=cache)
+        buffer = ReplayBuffer(capacity_per_component=100, mix_ratio=0.5, seed=0)
+        train_stage1(model, pairs, cfg, dev=held, buffer=buffer)
+        adapt_stage2(model, keyword_pairs(8, seed=10, component="router"), buffer, cfg)
+        heads.append(torch.cat([p.detach().flatten() for p in model.head_parameters()]))
+        scores.append(model.score("gen", [p.context for p in held], [p.chosen for p in held]))
+        assert not model.backbone.training  # a frozen backbone never runs dropout, cached or not
+    assert torch.allclose(heads[0], heads[1], atol=1e-6)
+    assert scores[0] == pytest.approx(scores[1], abs=1e-5)
+
+
+def test_a_frozen_backbone_embeds_each_distinct_text_once_across_training_scoring_and_adaptation(bert):
+    model = heads_only(bert)
+    embedded = []
+    model.backbone.register_forward_pre_hook(lambda m, args, kw: embedded.extend(kw["input_ids"].tolist()),
+                                             with_kwargs=True)
+    pairs, held = keyword_pairs(40, seed=8), keyword_pairs(12, seed=9)
+
+    def texts(group):
+        return {t for p in group for t in model.texts(p.component, [p.context] * 2, [p.chosen, p.rejected])}
+
+    buffer = ReplayBuffer(capacity_per_component=100, mix_ratio=0.5, seed=0)
+    train_stage1(model, pairs, TrainConfig(**{**FAST, "epochs": 3}), dev=held, buffer=buffer)
+    assert len(embedded) == len(texts(pairs + held))  # 3 epochs and 4 dev passes, each text through phi once
+    pairwise_accuracy(model, held)
+    assert len(embedded) == len(texts(pairs + held))  # scoring seen texts runs no backbone
+    fresh = keyword_pairs(8, seed=10, component="router")
+    adapt_stage2(model, fresh, buffer, TrainConfig(**{**FAST, "stage2_steps": 5}))
+    assert len(embedded) == len(texts(pairs + held + fresh))
+    full = tiny_model(bert)  # a backbone that trains is never cached: phi changes every step
+    assert full.cache_embeddings and not full.frozen_backbone
+
+
 def test_bad_training_settings_are_user_errors():
     with pytest.raises(UserError, match="unknown LRF training setting"):
         TrainConfig.from_mapping({"learning_rate": 1})

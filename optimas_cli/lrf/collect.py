@@ -2,7 +2,7 @@
 
 For component C_k and a batch of training inputs:
   1. run the system up to C_k (and every component that does not depend on C_k, which stays fixed);
-  2. draw candidate outputs y_k: the distinct values of a choice, or m samples of an LM/local model;
+  2. draw candidate outputs y_k: m values of a choice (or all of them), or m samples of an LM/local model;
   3. for each candidate, run what is downstream r times and average the global reward;
   4. every two candidates of one input whose averages differ by more than epsilon form a pair.
 Everything is batched across examples (one downstream run per candidate index and repeat), so the
@@ -17,12 +17,20 @@ vary at that temperature (greedy decoding, no component with randomness of its o
 only replay the first run: the candidates run downstream once. The paper's accounting charges every
 candidate drawn and its first downstream run (system/ledger.py), whether or not it formed a pair. Likewise a
 candidate temperature of 0 draws one sample, not `num_candidates` copies of it.
+
+A choice draws `num_candidates` of its values per input (`choices="sample"`, the default), so a
+collection costs the same whatever the number of values: the reward model must generalize to the
+value-input combinations it was not shown anyway, which is why it is trained at all. The draw is
+balanced (every value is drawn equally often across the inputs, to within one) and seeded by the run
+seed, the collection's sample index and the component. `choices="enumerate"` runs every value on
+every input (exhaustive: its cost grows with the number of values, as coordinate ascent's does).
 """
 from __future__ import annotations
 
 import json
 import logging
 import math
+import random
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import combinations
@@ -42,6 +50,8 @@ log = logging.getLogger(__name__)
 COLLECTION_PHASE = "lrf_collection"  # Stage 1; Stage 2's fresh pairs count under "adaptation"
 SAMPLES_PER_COLLECTION = 1 << 16  # sample indices one collection may use (candidates, downstream repeats)
 
+CHOICE_MODES = ("sample", "enumerate")  # lrf.collect.choices
+
 MetricFn = Callable[[dict, dict], float]
 
 
@@ -51,8 +61,12 @@ def as_metric(metric: Metric | MetricFn) -> Metric:
     return metric if isinstance(metric, Metric) else Metric("reward", metric)
 
 
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def _same_output(a: dict, b: dict) -> bool:
-    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+    return _key(a) == _key(b)
 
 
 def _fix_independent_components(
@@ -70,6 +84,40 @@ def _fix_independent_components(
         system.run_components(trajs, independent, config, ctx)
 
 
+def balanced_draws(n_values: int, n_inputs: int, per_input: int, seed: str) -> list[list[int]]:
+    """For each of n_inputs inputs, the indices of `per_input` distinct values (all when there are
+    fewer): each input takes the values drawn least often so far, ties broken by a seeded shuffle, so
+    every value's count stays within one of every other's and values meet one another in varied sets."""
+    rng = random.Random(seed)
+    counts = [0] * n_values
+    draws = []
+    for _ in range(n_inputs):
+        picked = sorted(sorted(range(n_values), key=lambda j: (counts[j], rng.random()))[:per_input])
+        for j in picked:
+            counts[j] += 1
+        draws.append(picked)
+    return draws
+
+
+def _choice_draws(comp: Component, inputs: list[dict], ctx: RunContext, num_candidates: int,
+                  choices: str) -> list[tuple[Any, list[int], list[dict]]]:
+    """(value, the inputs it runs on, their outputs) for each value of a choice drawn on some input."""
+    values = comp.candidate_values()
+    if choices == "enumerate":
+        return [(value, list(range(len(inputs))), comp.execute(inputs, value, ctx)) for value in values]
+    drawn = balanced_draws(len(values), len(inputs), num_candidates, f"{ctx.seed}:{ctx.sample_index}:{comp.name}")
+    if len(inputs) * num_candidates < len(values):
+        log.warning("%s: %d inputs x %d candidates leave %d of its %d values undrawn; the reward model must score "
+                    "them unseen (raise lrf.collect.num_candidates or the training inputs to cover them)",
+                    comp.name, len(inputs), num_candidates, len(values) - len(inputs) * num_candidates, len(values))
+    out = []
+    for j, value in enumerate(values):
+        rows = [i for i, picked in enumerate(drawn) if j in picked]
+        if rows:
+            out.append((value, rows, comp.execute([inputs[i] for i in rows], value, ctx)))
+    return out
+
+
 def _draw_candidates(
     comp: Component,
     inputs: list[dict],
@@ -78,22 +126,24 @@ def _draw_candidates(
     num_candidates: int,
     temperature: float,
     diverse: bool,
+    choices: str = "sample",
 ) -> tuple[list[list[dict]], list[list[Any]]]:
     """Per input, the list of candidate outputs, and the choice value behind each (None for samples)."""
     if comp.kind is ConfigKind.CHOICE:
-        draws = [(value, comp.execute(inputs, value, ctx)) for value in comp.candidate_values()]
+        draws = _choice_draws(comp, inputs, ctx, num_candidates, choices)
     else:  # PROMPT / WEIGHTS: samples of the component under its current configuration
         if not comp.is_stochastic(temperature):
             num_candidates = 1  # greedy samples are copies of one another
+        everyone = list(range(len(inputs)))
         draws = [
-            (None, comp.execute(inputs, config[comp.name], ctx.replace(temperature=temperature, sample_index=ctx.sample_index + i)))
+            (None, everyone, comp.execute(inputs, config[comp.name], ctx.replace(temperature=temperature, sample_index=ctx.sample_index + i)))
             for i in range(num_candidates)
         ]
     candidates: list[list[dict]] = [[] for _ in inputs]
     values: list[list[Any]] = [[] for _ in inputs]
-    for value, outputs in draws:
-        ctx.ledger.record(comp.name, len(inputs), ctx.phase)
-        for i, out in enumerate(outputs):
+    for value, rows, outputs in draws:
+        ctx.ledger.record(comp.name, len(rows), ctx.phase)
+        for i, out in zip(rows, outputs, strict=True):
             if diverse and any(_same_output(out, seen) for seen in candidates[i]):
                 continue
             candidates[i].append(out)
@@ -131,14 +181,15 @@ def collect_pairs(
     temperature: float = 1.0,
     diverse: bool = True,
     downstream_temperature: float | None = None,
+    choices: str = "sample",
     stats: dict | None = None,
 ) -> list[PreferencePair]:
     """Preference pairs for one component over `examples` (see the module docstring).
 
-    CHOICE components enumerate every value of the choice (`num_candidates` does not cap them: a
-    router needs pairs involving each value). PROMPT/WEIGHTS components draw `num_candidates`
-    samples at `temperature`, keeping distinct outputs only when `diverse`. NONE components have
-    nothing to optimize and yield no pairs. Downstream runs decode at `downstream_temperature` (None:
+    CHOICE components draw `num_candidates` values per input, balanced across the inputs
+    (`choices="sample"`), or run every value on every input (`choices="enumerate"`).
+    PROMPT/WEIGHTS components draw `num_candidates` samples at `temperature`, keeping distinct
+    outputs only when `diverse`. NONE components have nothing to optimize and yield no pairs. Downstream runs decode at `downstream_temperature` (None:
     the run's own); `mc_repeats` drops to 1 when nothing downstream can vary at it. Two candidates
     with identical outputs never form a pair (there is nothing to rank); `stats`, if given, is
     updated with counts of examples, candidates, pairs, near-ties and the repeats run.
@@ -153,6 +204,8 @@ def collect_pairs(
     if max(num_candidates, mc_repeats) > SAMPLES_PER_COLLECTION:
         raise UserError(f"lrf.collect asks for {max(num_candidates, mc_repeats)} samples per input",
                         f"use at most {SAMPLES_PER_COLLECTION} candidates and repeats")
+    if choices not in CHOICE_MODES:
+        raise UserError(f"lrf.collect.choices is {choices!r}", f"use one of {', '.join(CHOICE_MODES)}")
     if downstream_temperature is not None and downstream_temperature < 0:
         raise UserError(f"lrf.collect.downstream_temperature is {downstream_temperature}, below 0",
                         "set it to null (the run's own temperature) or a number >= 0")
@@ -170,7 +223,7 @@ def collect_pairs(
         ctx.ledger.record_pairs(component_name, 0, ctx.phase)
         return []
     inputs = [x for _, x in active]
-    candidates, values = _draw_candidates(comp, inputs, config, ctx, num_candidates, temperature, diverse)
+    candidates, values = _draw_candidates(comp, inputs, config, ctx, num_candidates, temperature, diverse, choices)
 
     down_temperature = decoding_temperature(ctx, downstream_temperature)
     repeats = mc_repeats if _downstream_is_stochastic(system, component_name, down_temperature) else 1
@@ -219,6 +272,9 @@ def collect_pairs(
         stats["near_ties"] = stats.get("near_ties", 0) + near_ties
         stats["identical_outputs"] = stats.get("identical_outputs", 0) + identical
         stats["mc_repeats"] = repeats  # what was run, not what was asked for
+        if comp.kind is ConfigKind.CHOICE:  # how many of the choice's values the candidates covered
+            stats["values"] = len(comp.candidate_values())
+            stats["values_drawn"] = len({_key(v) for vals in values for v in vals})
     log.info("%s: %d pairs from %d inputs (%d within epsilon)", component_name, len(pairs), len(active), near_ties)
     return pairs
 
@@ -273,7 +329,11 @@ class ExecutionTally:
 
 
 def _candidate_count(comp: Component, collect: Mapping) -> int:
-    return len(comp.choices) if comp.kind is ConfigKind.CHOICE else int(collect.get("num_candidates", 4))
+    drawn = int(collect.get("num_candidates", 4))
+    if comp.kind is not ConfigKind.CHOICE:
+        return drawn
+    values = len(comp.candidate_values())
+    return values if collect.get("choices", "sample") == "enumerate" else min(drawn, values)
 
 
 def expected_collection(system: CompoundSystem, config: SystemConfig, n: int, collect: Mapping,
@@ -294,7 +354,7 @@ def expected_collection(system: CompoundSystem, config: SystemConfig, n: int, co
             if other != name and other not in down:
                 counter.run(system.components[other], n, system.components[other].values_per_input(config[other]))
         cands = _candidate_count(comp, collect) if comp.kind is ConfigKind.CHOICE or comp.is_stochastic(sample_at) else 1
-        counter.run(comp, cands * n)  # candidate draws: each value (choice) or sample (prompt, weights) once
+        counter.run(comp, cands * n)  # candidate draws: each drawn value (choice) or sample (prompt, weights) once
         stochastic = any(system.components[d].is_stochastic(down_at) for d in down)
         repeats = int(collect.get("mc_repeats", 2)) if stochastic else 1
         if cands >= 2:

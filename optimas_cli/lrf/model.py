@@ -1,7 +1,11 @@
 """LocalRewardModel: r_k(x_k, y_k) = h_k(phi(text(x_k, y_k))), one shared backbone, one linear head per component.
 
 `score(component, inputs, outputs)` is the entry point for per-instance routing and the local
-optimizers; `rewards(...)` is the differentiable version the trainer uses. A model folder holds
+optimizers; `rewards(...)` is the differentiable version the trainer uses.
+
+With a frozen backbone (train_backbone=heads) phi(text) never changes: the backbone stays in eval
+mode (no dropout) and each distinct text is embedded once, cached by text for the model's life, so
+Stage 1's epochs, the loop's scoring and Stage 2 train and score the heads on stored vectors. A model folder holds
 config.json, heads.safetensors and either `adapter/` (LoRA) or backbone.safetensors (the trained
 backbone weights; absent when only the heads train).
 """
@@ -47,6 +51,7 @@ class LocalRewardModel(nn.Module):
         seed: int = 0,
         score_batch_size: int = 32,
         gradient_checkpointing: bool = False,
+        cache_embeddings: bool = True,
     ):
         super().__init__()
         self.device_name = pick_device(device, "lrf.device")
@@ -78,6 +83,9 @@ class LocalRewardModel(nn.Module):
         self.dtype_name = dtype or "auto"
         self.gradient_checkpointing = bool(gradient_checkpointing)
         self.hidden_size = int(self.backbone.config.hidden_size)
+        # text -> phi(text), used only while the backbone is frozen (heads train): see the module docstring
+        self.cache_embeddings = bool(cache_embeddings)
+        self.embedding_cache: dict[str, torch.Tensor] = {}
         self.infos: dict[str, ComponentInfo] = {}
         self.head_index: dict[str, int] = {}
         self.heads = nn.ModuleList()
@@ -92,6 +100,21 @@ class LocalRewardModel(nn.Module):
                 "score_batch_size", "gradient_checkpointing")
         return cls(components=components, **{k: cfg[k] for k in keys if k in cfg and cfg[k] is not None})
 
+    @property
+    def frozen_backbone(self) -> bool:
+        return self.train_backbone == "heads"
+
+    def train(self, mode: bool = True) -> LocalRewardModel:
+        """Heads train; a frozen backbone stays in eval mode, so phi(text) is one vector (cacheable)."""
+        super().train(mode)
+        if self.frozen_backbone:
+            self.backbone.eval()
+        return self
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        self.embedding_cache.clear()  # the backbone's weights may have changed
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
     # -- components -----------------------------------------------------------------------------
     def add_component(self, name: str, spec: Any = "") -> None:
         """Give a component its head h_k (seeded, so two models built alike start alike)."""
@@ -103,6 +126,9 @@ class LocalRewardModel(nn.Module):
         with torch.no_grad():
             head.weight.copy_(torch.randn(head.weight.shape, generator=gen) * 0.02)
             head.bias.zero_()
+        # The pairwise loss depends on r(y+) - r(y-) only: the bias's gradient is zero up to rounding,
+        # which Adam would scale into full-size steps of noise. It stays 0 (it ranks nothing).
+        head.bias.requires_grad_(False)
         self.head_index[name] = len(self.heads)
         self.heads.append(head.to(self.device_name))
 
@@ -120,6 +146,17 @@ class LocalRewardModel(nn.Module):
         return [self.renderer.render(info, x, y) for x, y in zip(inputs, outputs, strict=True)]
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        """phi(text) per text, shape (len(texts), hidden); from the cache when the backbone is frozen."""
+        if not (self.cache_embeddings and self.frozen_backbone):  # a LoRA or trained backbone changes phi
+            return self._encode(texts)
+        cache = self.embedding_cache
+        missing = list(dict.fromkeys(t for t in texts if t not in cache))
+        if missing:
+            with torch.no_grad():
+                cache.update(zip(missing, self._encode(missing), strict=True))
+        return torch.stack([cache[t] for t in texts])
+
+    def _encode(self, texts: Sequence[str]) -> torch.Tensor:
         enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         enc = {k: v.to(self.device_name) for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         with torch.autocast(torch.device(self.device_name).type, dtype=self.compute_dtype, enabled=self.autocast):
