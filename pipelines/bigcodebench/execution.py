@@ -121,15 +121,16 @@ def read_outcome(result: SandboxResult, check: SuiteCheck) -> SuiteOutcome:
     done = records[-1][0] == "done" and records[-1][1] == str(planned) == str(len(tests))
     outcome = SuiteOutcome(result.status, tests_run=len(tests), failed=len(problems), failures=problems[:10],
                            duration=duration)
+    aborted = [r[1] for r in records if r[0] == "abort"]  # KeyboardInterrupt or SystemExit between tests
+    if not done:
+        outcome.error = f"only {len(tests)} of the {planned} tests reported before the run ended " \
+                        f"({aborted[0] if aborted else result.detail})"
     if any(p["kind"] == "memory" for p in problems):
         outcome.status = MEMORY
-    elif problems:
+    elif problems or aborted:
         outcome.status = FAILED
     elif not done:
-        aborted = [r[1] for r in records if r[0] == "abort"]
-        outcome.status = FAILED if result.status == PASSED or aborted else result.status
-        why = aborted[0] if aborted else result.detail
-        outcome.error = f"only {len(tests)} of the {planned} tests reported before the run ended ({why})"
+        outcome.status = FAILED if result.status == PASSED else result.status
     return outcome
 
 

@@ -19,8 +19,14 @@ A test's outcome reaches the hook only from this file's Result methods called by
 code, for the test the harness is running, so calling them (or sys.audit) from the solution, a
 thread, a finalizer or a stack walk is caught; class-level patches of unittest (a no-op
 TestCase.run, addFailure, assertEqual), swapped __code__, instance-level shadows of assert
-methods and foreign classes in a test class's MRO are checked for. See README.md in
-optimas_cli/sandbox for what this cannot stop. Standard library only.
+methods and foreign classes in a test class's MRO are checked for.
+Integrity by identity: before the solution runs, the hook keeps the originals (trace and profile
+functions, builtins, sys's functions, the harness modules' sys.modules entries and namespaces, and
+each planned test's code objects, compiled here from the tests' source); after the solution's
+statements ran (before the tests' did), after the tests loaded and after each test it compares
+them with `is`, and any difference is tampering. Setting a trace or profile function, adding an
+audit hook or looking up the interpreter's C API with ctypes is tampering the moment it happens.
+See README.md in optimas_cli/sandbox for what this cannot stop. Standard library only.
 """
 import __future__
 
@@ -247,7 +253,10 @@ def _originals(tests_code, plan, harness_modules):
                   getattr(threading, "_profile_hook", None)),
         "builtins": dict(vars(builtins)),
         "modules": {name: sys.modules[name] for name in guarded},
-        "namespaces": [(vars(sys.modules[name]), dict(vars(sys.modules[name]))) for name in harness_modules],
+        # A module's functions, classes and modules: its data may change as it runs (mock_open fills file_spec).
+        "namespaces": [(vars(sys.modules[name]), {k: v for k, v in vars(sys.modules[name]).items()
+                                                  if callable(v) or isinstance(v, types.ModuleType)})
+                       for name in harness_modules],
         # sys's functions, but not the hooks for uncaught exceptions and the like, which code may set
         "sys": {n: v for n, v in vars(sys).items() if type(v) is types.BuiltinFunctionType and not n.endswith("hook")},
         "tests_codes": tests_codes,
