@@ -92,7 +92,8 @@ def test_suite_plan_lists_tests_as_unittest_would_without_running_them():
     assert set(plan.own_names["TestCases"]) == {"test_dir", "a", "b", "test_a", "setUp"}
     assert plan_suite("class (:\n").tests == []
     assert plan.builtins_used == []
-    uses = "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertTrue(abs(len([1])))\n"
+    uses = ("import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertTrue(abs(len([1])))\n"
+            "if __name__ == '__main__':\n    unittest.main()\n")
     assert plan_suite(uses).builtins_used == ["abs", "len"]
     assert plan_suite("def len(x):\n    return 1\n" + uses).builtins_used == ["abs"]  # the tests' own len
 

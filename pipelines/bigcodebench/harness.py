@@ -417,7 +417,8 @@ def _seal(plan, journal, tests_code):
                 continue
             exact_str_keys(_vars(klass), "a test class")
             kname = klass.__name__
-            extra = _set(_vars(klass)) - own_names.get(kname, _set()) - case_data
+            # Methods the tests did not write (data is theirs to set: setUpClass stores paths on cls).
+            extra = {n for n in _set(_vars(klass)) - own_names.get(kname, _set()) - case_data if is_method(_vars(klass)[n])}
             if kname not in own_names or _type(klass) is not _type or extra:
                 tamper(f"{name}'s class chain holds {kname}, which the tests did not define as such ({_sorted(extra)[:5]})")
         for attr in case_names - own_names.get(name, _set()):

@@ -29,6 +29,10 @@ class SuitePlan:
         return {"tests": [list(t) for t in self.tests], "own_names": self.own_names, "builtins_used": self.builtins_used}
 
 
+# What every module's namespace holds (its __name__ ...): these names are the module's, not the solution's.
+MODULE_NAMES = {"__name__", "__doc__", "__package__", "__loader__", "__spec__", "__file__", "__builtins__"}
+
+
 def _base_name(node: ast.expr) -> str:
     if isinstance(node, ast.Name):
         return node.id
@@ -67,7 +71,7 @@ def plan_suite(tests_source: str) -> SuitePlan:
     classes: dict[str, tuple[list[str], list[str], list[str]]] = {}  # name -> (test bases, own names, functions)
     plan = SuitePlan()
     loaded = {n.id for n in ast.walk(module) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    plan.builtins_used = sorted((loaded & set(dir(builtins))) - set(_defined_names(module.body)))
+    plan.builtins_used = sorted((loaded & set(dir(builtins))) - set(_defined_names(module.body)) - MODULE_NAMES)
     for stmt in module.body:
         if not isinstance(stmt, ast.ClassDef):
             continue
