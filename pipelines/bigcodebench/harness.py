@@ -34,6 +34,7 @@ import ast
 import builtins
 import contextlib
 import functools
+import gc
 import hashlib
 import importlib
 import linecache
@@ -231,6 +232,35 @@ def _guard_should_stop():
     outcome.testPartExecutor = contextlib.contextmanager(part_executor)
 
 
+def _namespace_versions(classes):
+    """A function that says which of `classes` had their namespace changed since now, even if it was
+    put back (a no-op assertion that restores the original when called). CPython gives a dict a new
+    version number at each change and never an old one again; it is read from the dict object, at
+    its offset after the object header and ma_used, through /proc/self/mem opened now (before the
+    hook, which forbids that file). Where a scratch dict does not behave so, nothing is watched."""
+    mem = os.open("/proc/self/mem", os.O_RDONLY)
+    offset = 3 * struct.calcsize("n")  # ob_refcnt, ob_type, ma_used
+
+    def version(namespace):
+        return struct.unpack("<Q", os.pread(mem, 8, id(namespace) + offset))[0]
+
+    probe = {}
+    first = version(probe)
+    probe["x"] = 1
+    second = version(probe)
+    probe["x"] = 2
+    if not first < second < version(probe) or sys.implementation.name != "cpython":
+        return lambda: []
+    namespaces = [(cls, next(d for d in gc.get_referents(vars(cls)) if type(d) is dict)) for cls in classes]
+    versions = [(cls, id(namespace) + offset, version(namespace)) for cls, namespace in namespaces]
+    pread, unpack, held = os.pread, struct.unpack, namespaces  # held: the dicts stay where they are
+
+    def changed():
+        return [cls for cls, address, then in versions if unpack("<Q", pread(mem, 8, address))[0] != then and held]
+
+    return changed
+
+
 def _originals(tests_code, plan, harness_modules):
     """What the verdict relies on, taken before any code of the solution runs, to be compared by
     identity later: the interpreter's trace and profile functions, `builtins`, the harness modules
@@ -359,6 +389,7 @@ def _seal(plan, journal, tests_code):
     # compared with a snapshot instead, at load and after every test.
     snapshots = [(cls, _methods(cls)) for cls in [*_classes_of(harness_modules), Result]]
     guarded_classes = {_id(cls) for cls, _ in snapshots}
+    changed_classes = _namespace_versions([cls for cls, _ in snapshots])
     trusted = _codes_of([vars(sys.modules[m]) for m in harness_modules] + [globals()], getframe())
     originals = _originals(tests_code, plan, harness_modules)
     originals["namespaces"].append((globals(), dict(globals())))  # this file's own functions and classes
@@ -439,6 +470,8 @@ def _seal(plan, journal, tests_code):
             for name, value in now.items():
                 if name not in methods and is_method(value):
                     tamper(f"{cls.__name__}.{name} was added")
+        for cls in changed_classes():
+            tamper(f"{cls.__name__} was changed (and perhaps put back) during the run")
 
     def check_instance(test, method):
         exact_str_keys(_vars(test), "the test")
