@@ -251,12 +251,13 @@ def _namespace_versions(classes):
     probe["x"] = 2
     if not first < second < version(probe) or sys.implementation.name != "cpython":
         return lambda: []
-    namespaces = [(cls, next(d for d in gc.get_referents(vars(cls)) if type(d) is dict)) for cls in classes]
-    versions = [(cls, id(namespace) + offset, version(namespace)) for cls, namespace in namespaces]
-    pread, unpack, held = os.pread, struct.unpack, namespaces  # held: the dicts stay where they are
+    # Each class with its namespace (held, so that it stays at its address), that address and its version.
+    watched = [(cls, namespace, id(namespace) + offset, version(namespace))
+               for cls in classes for namespace in gc.get_referents(vars(cls)) if type(namespace) is dict]
+    pread, unpack = os.pread, struct.unpack
 
     def changed():
-        return [cls for cls, address, then in versions if unpack("<Q", pread(mem, 8, address))[0] != then and held]
+        return [cls for cls, _, address, then in watched if unpack("<Q", pread(mem, 8, address))[0] != then]
 
     return changed
 
@@ -284,8 +285,8 @@ def _originals(tests_code, plan, harness_modules):
         "builtins": dict(vars(builtins)),
         "modules": {name: sys.modules[name] for name in guarded},
         # A module's functions, classes and modules: its data may change as it runs (mock_open fills file_spec).
-        "namespaces": [(vars(sys.modules[name]), {k: v for k, v in vars(sys.modules[name]).items()
-                                                  if callable(v) or isinstance(v, types.ModuleType)})
+        "namespaces": [(name, vars(sys.modules[name]), {k: v for k, v in vars(sys.modules[name]).items()
+                                                        if callable(v) or isinstance(v, types.ModuleType)})
                        for name in harness_modules],
         # sys's functions, but not the hooks for uncaught exceptions and the like, which code may set
         "sys": {n: v for n, v in vars(sys).items() if type(v) is types.BuiltinFunctionType and not n.endswith("hook")},
@@ -323,8 +324,8 @@ def _integrity_checks(originals, trusted, tamper, exact_str_keys):
         for name, module in modules0.items():
             if modules.get(name) is not module or _type(module) is not module_type:
                 tamper(f"sys.modules[{name!r}] was replaced")
-        for live, then in namespaces0:
-            same(live, then, then.get("__name__", "a harness module"))
+        for name, live, then in namespaces0:
+            same(live, then, name)
         if namespace is not None:
             exact_str_keys(namespace, "the tests' module")
             if namespace.get("__builtins__") is not builtins_names:
@@ -338,11 +339,12 @@ def _integrity_checks(originals, trusted, tamper, exact_str_keys):
         from the tests' source), reached through wrappers of unittest, the tests or a library only."""
         value = None
         for klass in _mro_of(cls):
+            exact_str_keys(_dict_of(klass), "a test class")
             if method in _dict_of(klass):
                 value = _dict_of(klass)[method]
                 break
         while True:
-            if _type(value) in (staticmethod, classmethod):
+            if _type(value) is staticmethod or _type(value) is classmethod:
                 value = value.__func__
             if _type(value) is not function_type:
                 tamper(f"{method} is no longer the tests' function")
@@ -392,7 +394,7 @@ def _seal(plan, journal, tests_code):
     changed_classes = _namespace_versions([cls for cls, _ in snapshots])
     trusted = _codes_of([vars(sys.modules[m]) for m in harness_modules] + [globals()], getframe())
     originals = _originals(tests_code, plan, harness_modules)
-    originals["namespaces"].append((globals(), dict(globals())))  # this file's own functions and classes
+    originals["namespaces"].append(("the harness", globals(), dict(globals())))  # this file's functions and classes
     guarded_code_owners = {_id(f) for name in harness_modules for v in vars(sys.modules[name]).values()
                            for f in ([v] + (list(vars(v).values()) if isinstance(v, type) else []))
                            if isinstance(f, types.FunctionType)}
