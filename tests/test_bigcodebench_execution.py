@@ -113,3 +113,18 @@ def test_system_exit_and_keyboard_interrupt_are_failures_that_name_the_exception
     assert exit_in_test.status == "failed" and "SystemExit" in exit_in_test.failures[0]["trace"], exit_in_test
     assert between_tests.status == "failed" and between_tests.tests_run == 2 and between_tests.failed == 0, between_tests
     assert "KeyboardInterrupt between tests" in between_tests.error, between_tests
+
+
+def test_the_source_runs_as_one_module_although_the_harness_looks_between_solution_and_tests():
+    """The harness compiles the solution's and the tests' statements apart (to check between them):
+    a __future__ import still covers the tests, a leading string of the tests is no docstring, and
+    tracebacks keep the lines' numbers in the whole."""
+    solution = '"""Solution."""\nfrom __future__ import annotations\ndef task_func(a: int):\n    return a'
+    tests = ('"""Tests."""\nimport unittest\nclass TestCases(unittest.TestCase):\n'
+             "    def test_one_module(self) -> None:\n"
+             "        self.assertEqual(__doc__, 'Solution.')\n"
+             "        self.assertEqual(TestCases.test_one_module.__annotations__, {'return': 'None'})\n"
+             "    def test_line(self):\n        self.assertEqual(task_func(1), 2)\n")
+    outcome = run_suites([(solution, tests)], LIMITS)[0]
+    assert outcome.tests_run == 2 and outcome.failed == 1 and outcome.failures[0]["test"] == "test_line", outcome
+    assert 'File "__test__.py", line 13, in test_line' in outcome.failures[0]["trace"], outcome.failures
