@@ -256,5 +256,6 @@ def test_the_suite_tells_right_from_wrong():
 @pytest.mark.parametrize("name", list(FORGERIES))
 def test_a_forgery_fails_and_its_honest_twin_passes(name):
     forged, honest = run_suites([(FORGERIES[name][0], SUITE), (FORGERIES[name][1], SUITE)], LIMITS)
-    assert not forged.passed, f"{name}: the forgery passed: {forged}"
+    # WRONG fails every test alone: a forgery may not pass the suite, nor any single test of it.
+    assert not forged.passed and forged.failed == forged.tests_run, f"{name}: a forged test passed: {forged}"
     assert honest.passed and honest.tests_run == 4, f"{name}: the honest twin did not pass: {honest}"
