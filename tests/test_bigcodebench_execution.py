@@ -91,3 +91,40 @@ def test_suite_plan_lists_tests_as_unittest_would_without_running_them():
     assert plan.tests == [("Base", "test_b"), ("TestCases", "test_a"), ("TestCases", "test_b")]
     assert set(plan.own_names["TestCases"]) == {"test_dir", "a", "b", "test_a", "setUp"}
     assert plan_suite("class (:\n").tests == []
+    assert plan.builtins_used == []
+    uses = ("import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertTrue(abs(len([1])))\n"
+            "if __name__ == '__main__':\n    unittest.main()\n")
+    assert plan_suite(uses).builtins_used == ["abs", "len"]
+    assert plan_suite("def len(x):\n    return 1\n" + uses).builtins_used == ["abs"]  # the tests' own len
+
+
+def test_system_exit_and_keyboard_interrupt_are_failures_that_name_the_exception():
+    raising = "def task_func(a, b):\n    raise {}\n"
+    at_teardown = TESTS + "    @classmethod\n    def tearDownClass(cls):\n        task_func(0, 0)\n" + (
+        "class MoreTests(unittest.TestCase):\n    def test_more(self):\n        pass\n")
+    pairs = [("import sys\nsys.exit(3)\n" + CODE, TESTS), ("raise KeyboardInterrupt\n" + CODE, TESTS),
+             (raising.format("KeyboardInterrupt"), TESTS), (raising.format("SystemExit(0)"), TESTS),
+             (CODE.replace("    return", "    if a == 0:\n        raise KeyboardInterrupt\n    return"), at_teardown)]
+    exit_at_load, interrupt_at_load, interrupt, exit_in_test, between_tests = run_suites(pairs, LIMITS)
+    assert exit_at_load.status == "failed" and "SystemExit: 3" in exit_at_load.error, exit_at_load
+    assert interrupt_at_load.status == "failed" and "KeyboardInterrupt" in interrupt_at_load.error, interrupt_at_load
+    assert interrupt.status == "failed" and interrupt.tests_run == 2 and interrupt.failed == 1, interrupt
+    assert "KeyboardInterrupt" in interrupt.failures[0]["trace"]
+    assert exit_in_test.status == "failed" and "SystemExit" in exit_in_test.failures[0]["trace"], exit_in_test
+    assert between_tests.status == "failed" and between_tests.tests_run == 2 and between_tests.failed == 0, between_tests
+    assert "KeyboardInterrupt between tests" in between_tests.error, between_tests
+
+
+def test_the_source_runs_as_one_module_although_the_harness_looks_between_solution_and_tests():
+    """The harness compiles the solution's and the tests' statements apart (to check between them):
+    a __future__ import still covers the tests, a leading string of the tests is no docstring, and
+    tracebacks keep the lines' numbers in the whole."""
+    solution = '"""Solution."""\nfrom __future__ import annotations\ndef task_func(a: int):\n    return a'
+    tests = ('"""Tests."""\nimport unittest\nclass TestCases(unittest.TestCase):\n'
+             "    def test_one_module(self) -> None:\n"
+             "        self.assertEqual(__doc__, 'Solution.')\n"
+             "        self.assertEqual(TestCases.test_one_module.__annotations__, {'return': 'None'})\n"
+             "    def test_line(self):\n        self.assertEqual(task_func(1), 2)\n")
+    outcome = run_suites([(solution, tests)], LIMITS)[0]
+    assert outcome.tests_run == 2 and outcome.failed == 1 and outcome.failures[0]["test"] == "test_line", outcome
+    assert 'File "__test__.py", line 13, in test_line' in outcome.failures[0]["trace"], outcome.failures

@@ -110,8 +110,9 @@ def read_outcome(result: SandboxResult, check: SuiteCheck) -> SuiteOutcome:
             return SuiteOutcome(FAILED, error="the code exited before its tests reported", duration=duration)
         error = result.detail + (f"\n{result.stderr[-1500:]}" if result.stderr.strip() else "")
         return SuiteOutcome(result.status, error=error, duration=duration)
-    if records[0][1] != "ok":
-        return SuiteOutcome(MEMORY if records[0][1] == "memory" else ERROR, error=records[0][2], duration=duration)
+    if records[0][1] != "ok":  # memory; failed: the code raised SystemExit or KeyboardInterrupt; else error
+        status = {"memory": MEMORY, "failed": FAILED}.get(records[0][1], ERROR)
+        return SuiteOutcome(status, error=records[0][2], duration=duration)
     planned = len(check.plan.tests)
     if planned == 0:
         return SuiteOutcome(FAILED, error="the tests define no test case, so nothing was checked", duration=duration)
@@ -120,13 +121,16 @@ def read_outcome(result: SandboxResult, check: SuiteCheck) -> SuiteOutcome:
     done = records[-1][0] == "done" and records[-1][1] == str(planned) == str(len(tests))
     outcome = SuiteOutcome(result.status, tests_run=len(tests), failed=len(problems), failures=problems[:10],
                            duration=duration)
+    aborted = [r[1] for r in records if r[0] == "abort"]  # KeyboardInterrupt or SystemExit between tests
+    if not done:
+        outcome.error = f"only {len(tests)} of the {planned} tests reported before the run ended " \
+                        f"({aborted[0] if aborted else result.detail})"
     if any(p["kind"] == "memory" for p in problems):
         outcome.status = MEMORY
-    elif problems:
+    elif problems or aborted:
         outcome.status = FAILED
     elif not done:
         outcome.status = FAILED if result.status == PASSED else result.status
-        outcome.error = f"only {len(tests)} of the {planned} tests reported before the run ended ({result.detail})"
     return outcome
 
 

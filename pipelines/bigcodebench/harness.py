@@ -19,10 +19,24 @@ A test's outcome reaches the hook only from this file's Result methods called by
 code, for the test the harness is running, so calling them (or sys.audit) from the solution, a
 thread, a finalizer or a stack walk is caught; class-level patches of unittest (a no-op
 TestCase.run, addFailure, assertEqual), swapped __code__, instance-level shadows of assert
-methods and foreign classes in a test class's MRO are checked for. See README.md in
-optimas_cli/sandbox for what this cannot stop. Standard library only.
+methods and foreign classes in a test class's MRO are checked for.
+Integrity by identity: before the solution runs, the hook keeps the originals (trace and profile
+functions, builtins, sys's functions, the harness modules' sys.modules entries and namespaces, and
+each planned test's code objects, compiled here from the tests' source); after the solution's
+statements ran (before the tests' did), after the tests loaded and after each test it compares
+them with `is`, and any difference is tampering. Setting a trace or profile function, adding an
+audit hook or looking up the interpreter's C API with ctypes is tampering the moment it happens.
+See README.md in optimas_cli/sandbox for what this cannot stop. Standard library only.
 """
+import __future__
+
+import ast
+import builtins
+import contextlib
+import functools
+import gc
 import hashlib
+import importlib
 import linecache
 import os
 import select
@@ -42,6 +56,7 @@ OK_KINDS = ("success", "expected failure", "skip")
 JOURNAL_BYTES = 1 << 20  # as much as the runner keeps of the report channel
 __unittest = True  # unittest leaves this file's frames (the equality check below) out of failure traces
 PR_SET_DUMPABLE = 4
+FUTURE_FLAGS = functools.reduce(lambda a, b: a | b, (getattr(__future__, n).compiler_flag for n in __future__.all_feature_names))
 
 
 def _codes_of(namespaces, frame):
@@ -196,9 +211,162 @@ class Result(unittest.TestResult):
             return err[0].__name__
 
 
-def _seal(plan, journal):
+def _guard_should_stop():
+    """unittest swallows its internal _ShouldStop (meant for failfast and expected failures) as if the
+    test part had ended well: raised by the code under test, it would pass a test that never finished.
+    Outside an expected failure (this harness never sets failfast), it is the test's failure."""
+    outcome, should_stop = unittest.case._Outcome, unittest.case._ShouldStop
+    original = outcome.testPartExecutor
+
+    def part_executor(self, test_case, subTest=False):  # noqa: N803 - unittest's own keyword
+        with original(self, test_case, subTest):
+            try:
+                yield
+            except should_stop:
+                if not self.expecting_failure:
+                    raise AssertionError("the code raised unittest's internal _ShouldStop, which would end "
+                                         "the test silently") from None
+                raise
+
+    part_executor.__wrapped__ = original  # where _codes_of finds unittest's own code, which reports failures
+    outcome.testPartExecutor = contextlib.contextmanager(part_executor)
+
+
+def _namespace_versions(classes):
+    """A function that says which of `classes` had their namespace changed since now, even if it was
+    put back (a no-op assertion that restores the original when called). CPython gives a dict a new
+    version number at each change and never an old one again; it is read from the dict object, at
+    its offset after the object header and ma_used, through /proc/self/mem opened now (before the
+    hook, which forbids that file). Where a scratch dict does not behave so, nothing is watched."""
+    mem = os.open("/proc/self/mem", os.O_RDONLY)
+    offset = 3 * struct.calcsize("n")  # ob_refcnt, ob_type, ma_used
+
+    def version(namespace):
+        return struct.unpack("<Q", os.pread(mem, 8, id(namespace) + offset))[0]
+
+    probe = {}
+    first = version(probe)
+    probe["x"] = 1
+    second = version(probe)
+    probe["x"] = 2
+    if not first < second < version(probe) or sys.implementation.name != "cpython":
+        return lambda: []
+    # Each class with its namespace (held, so that it stays at its address), that address and its version.
+    watched = [(cls, namespace, id(namespace) + offset, version(namespace))
+               for cls in classes for namespace in gc.get_referents(vars(cls)) if type(namespace) is dict]
+    pread, unpack = os.pread, struct.unpack
+
+    def changed():
+        return [cls for cls, _, address, then in watched if unpack("<Q", pread(mem, 8, address))[0] != then]
+
+    return changed
+
+
+def _originals(tests_code, plan, harness_modules):
+    """What the verdict relies on, taken before any code of the solution runs, to be compared by
+    identity later: the interpreter's trace and profile functions, `builtins`, the harness modules
+    (their entries in sys.modules and their namespaces) and, for each planned test, the code objects
+    compiled from the tests' source that may define it."""
+    tests_codes, todo, by_name = {}, [tests_code] if tests_code is not None else [], {}
+    while todo:
+        code = todo.pop()
+        tests_codes[id(code)] = code  # holding them keeps their ids unique
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    test_classes = {cls for cls, _ in plan["tests"]}
+    for code in tests_codes.values():
+        if code.co_name in test_classes:  # a class body: its test methods' code
+            for member in code.co_consts:
+                if isinstance(member, types.CodeType):
+                    by_name.setdefault(member.co_name, set()).add(id(member))
+    guarded = [*harness_modules, "builtins", "sys", "threading"]
+    return {
+        "hooks": (sys.gettrace(), sys.getprofile(), getattr(threading, "_trace_hook", None),
+                  getattr(threading, "_profile_hook", None)),
+        "builtins": dict(vars(builtins)),
+        "modules": {name: sys.modules[name] for name in guarded},
+        # A module's functions, classes and modules: its data may change as it runs (mock_open fills file_spec).
+        "namespaces": [(name, vars(sys.modules[name]), {k: v for k, v in vars(sys.modules[name]).items()
+                                                        if callable(v) or isinstance(v, types.ModuleType)})
+                       for name in harness_modules],
+        # sys's functions, but not the hooks for uncaught exceptions and the like, which code may set
+        "sys": {n: v for n, v in vars(sys).items() if type(v) is types.BuiltinFunctionType and not n.endswith("hook")},
+        "tests_codes": tests_codes,
+        "test_codes": {method: by_name.get(method, set()) for _, method in plan["tests"]},
+        "shadowable": list(plan.get("builtins_used", [])),
+    }
+
+
+def _integrity_checks(originals, trusted, tamper, exact_str_keys):
+    """(check(namespace), check_test(cls, method)): each calls `tamper` at the first difference from
+    `originals`. Everything they use is bound here, and they compare by identity only, so no code of
+    the solution runs while they look."""
+    gettrace, getprofile, threading_names, modules = sys.gettrace, sys.getprofile, vars(threading), sys.modules
+    builtins_names, sys_names, module_type = vars(builtins), vars(sys), types.ModuleType
+    _type, _id, _str, function_type = type, id, str, types.FunctionType
+    _mro_of, _dict_of = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
+    hooks, builtins0, modules0 = originals["hooks"], originals["builtins"], originals["modules"]
+    namespaces0, sys0, shadowable = originals["namespaces"], originals["sys"], originals["shadowable"]
+    tests_codes, test_codes = originals["tests_codes"], originals["test_codes"]
+
+    def same(now, then, what):
+        exact_str_keys(now, what)
+        for name, value in then.items():
+            if now.get(name) is not value:
+                tamper(f"{what}.{name} was replaced or removed")
+
+    def check(namespace):
+        now = (gettrace(), getprofile(), threading_names.get("_trace_hook"), threading_names.get("_profile_hook"))
+        if any(a is not b for a, b in zip(now, hooks, strict=True)):
+            tamper("a trace or profile function was set (it can rewrite the tests' variables)")
+        same(builtins_names, builtins0, "builtins")
+        same(sys_names, sys0, "sys")
+        exact_str_keys(modules, "sys.modules")
+        for name, module in modules0.items():
+            if modules.get(name) is not module or _type(module) is not module_type:
+                tamper(f"sys.modules[{name!r}] was replaced")
+        for name, live, then in namespaces0:
+            same(live, then, name)
+        if namespace is not None:
+            exact_str_keys(namespace, "the tests' module")
+            if namespace.get("__builtins__") is not builtins_names:
+                tamper("the tests' module was given builtins of its own")
+            for name in shadowable:
+                if name in namespace:
+                    tamper(f"a global {name} hides the builtin {name} that the tests call")
+
+    def check_test(cls, method, namespace):
+        """The function unittest will call for `method` is the tests' own (its code object compiled
+        from the tests' source), reached through wrappers of unittest, the tests or a library only."""
+        value = None
+        for klass in _mro_of(cls):
+            exact_str_keys(_dict_of(klass), "a test class")
+            if method in _dict_of(klass):
+                value = _dict_of(klass)[method]
+                break
+        while True:
+            if _type(value) is staticmethod or _type(value) is classmethod:
+                value = value.__func__
+            if _type(value) is not function_type:
+                tamper(f"{method} is no longer the tests' function")
+            code = value.__code__
+            if _id(code) in test_codes[method]:
+                if value.__globals__ is not namespace or value.__builtins__ is not builtins_names:
+                    tamper(f"{method} runs with other globals or builtins than the tests'")
+                return
+            filename = code.co_filename
+            if not (_id(code) in trusted or _id(code) in tests_codes or (
+                    _type(filename) is _str and filename.startswith("/") and filename.endswith(".py"))):
+                tamper(f"{method} was replaced by code that is not the tests' ({code.co_name})")
+            exact_str_keys(value.__dict__, "a test's wrapper")
+            value = value.__dict__.get("__wrapped__")
+
+    return check, check_test
+
+
+def _seal(plan, journal, tests_code):
     """Install the hook that alone writes records (see the module docstring) into `journal`:
-    (address of the mapping, ctypes.memmove, the pipe that wakes the judge, the pipe it answers on)."""
+    (address of the mapping, ctypes.memmove, the pipe that wakes the judge, the pipe it answers on).
+    `tests_code` is the tests' part of the source, compiled (None when it did not compile)."""
     base, memmove, wake, answer = journal
     write, read, pack, getframe, get_ident = os.write, os.read, struct.pack, sys._getframe, threading.get_ident
     # Builtins and constants the hook uses, bound now: the solution may replace them in builtins or here.
@@ -223,7 +391,10 @@ def _seal(plan, journal):
     # compared with a snapshot instead, at load and after every test.
     snapshots = [(cls, _methods(cls)) for cls in [*_classes_of(harness_modules), Result]]
     guarded_classes = {_id(cls) for cls, _ in snapshots}
+    changed_classes = _namespace_versions([cls for cls, _ in snapshots])
     trusted = _codes_of([vars(sys.modules[m]) for m in harness_modules] + [globals()], getframe())
+    originals = _originals(tests_code, plan, harness_modules)
+    originals["namespaces"].append(("the harness", globals(), dict(globals())))  # this file's functions and classes
     guarded_code_owners = {_id(f) for name in harness_modules for v in vars(sys.modules[name]).values()
                            for f in ([v] + (list(vars(v).values()) if isinstance(v, type) else []))
                            if isinstance(f, types.FunctionType)}
@@ -279,7 +450,8 @@ def _seal(plan, journal):
                 continue
             exact_str_keys(_vars(klass), "a test class")
             kname = klass.__name__
-            extra = _set(_vars(klass)) - own_names.get(kname, _set()) - case_data
+            # Methods the tests did not write (data is theirs to set: setUpClass stores paths on cls).
+            extra = {n for n in _set(_vars(klass)) - own_names.get(kname, _set()) - case_data if is_method(_vars(klass)[n])}
             if kname not in own_names or _type(klass) is not _type or extra:
                 tamper(f"{name}'s class chain holds {kname}, which the tests did not define as such ({_sorted(extra)[:5]})")
         for attr in case_names - own_names.get(name, _set()):
@@ -300,6 +472,8 @@ def _seal(plan, journal):
             for name, value in now.items():
                 if name not in methods and is_method(value):
                     tamper(f"{cls.__name__}.{name} was added")
+        for cls in changed_classes():
+            tamper(f"{cls.__name__} was changed (and perhaps put back) during the run")
 
     def check_instance(test, method):
         exact_str_keys(_vars(test), "the test")
@@ -347,6 +521,8 @@ def _seal(plan, journal):
             if _type(name) is not _str:
                 tamper(f"{what} holds a name that is not a plain string")
 
+    check_integrity, check_test = _integrity_checks(originals, trusted, tamper, exact_str_keys)
+
     def hook(event, args):
         if _type(event) is not _str:
             return
@@ -355,17 +531,24 @@ def _seal(plan, journal):
                 on_outcome(event, args)
                 return
             check_caller(state["harness_code"], 2)  # 0 check_caller, 1 hook, 2 the caller of sys.audit
-            if event == "optimas.loaded":
+            if event == "optimas.solution":  # the solution is loaded, the tests are not yet
+                state["namespace"] = args[0]
+                check_integrity(state["namespace"])
+            elif event == "optimas.loaded":
                 error, classes = args
                 if error:
                     record("load", error[0], error[1])
                     return
-                state["classes"] = classes
-                for name, cls in classes.items():
+                exact_str_keys(classes, "the test classes")
+                state["classes"] = _dict(classes)  # a copy: the run loop's dict is within the code's reach
+                for name, cls in state["classes"].items():
                     check_class(cls, name)
                     snapshots.extend((k, methods_of(k)) for k in cls.__mro__ if _id(k) not in guarded_classes
                                      and k is not _object)
                 check_snapshots()
+                check_integrity(state["namespace"])
+                for cls_name, method in tests:
+                    check_test(state["classes"][cls_name], method, state["namespace"])
                 record("load", "ok", "")
             elif event == "optimas.begin":
                 index, test = args
@@ -376,11 +559,13 @@ def _seal(plan, journal):
                 name = _vars(test).get("_testMethodName")
                 if _type(name) is not _str or name != expected[1]:
                     tamper("the tests were not run in their planned order")
+                check_test(state["classes"][expected[0]], name, state["namespace"])
                 state["test"], state["outcomes"] = test, []
             elif event == "optimas.end":
                 test, (cls_name, method) = state["test"], tests[state["next"]]
                 check_class(state["classes"][cls_name], cls_name)
                 check_snapshots()
+                check_integrity(state["namespace"])
                 check_instance(test, method)
                 problems = [o for o in state["outcomes"] if o[0] not in ok_kinds]
                 if not state["outcomes"]:
@@ -392,7 +577,10 @@ def _seal(plan, journal):
             elif event == "optimas.done":
                 if state["next"] != _len(tests):
                     tamper("the run ended before every planned test reported")
+                check_integrity(state["namespace"])
                 record("done", _len(tests))
+            elif event == "optimas.aborted":  # KeyboardInterrupt or SystemExit outside a test
+                record("abort", args[0] if _type(args[0]) is _str else "?")
         elif event in ("object.__setattr__", "object.__delattr__"):
             obj, attr = args[0], args[1]
             if _type(attr) is not _str:
@@ -401,6 +589,12 @@ def _seal(plan, journal):
                 tamper(f"the code of {obj.__name__} was swapped")
         elif event in inspection_events:
             tamper(f"{event} (the harness's objects are off limits)")
+        elif event in ("sys.settrace", "sys.setprofile"):  # also threading's, and C's PyEval_SetTrace
+            tamper(f"{event} (a trace or profile function can rewrite the tests' variables)")
+        elif event == "sys.addaudithook":
+            tamper("sys.addaudithook (an audit hook sees, and can interrupt, the harness's events)")
+        elif event == "ctypes.dlsym" and _type(args[-1]) is _str and args[-1].startswith(("Py", "_Py")):
+            tamper(f"ctypes looked up the interpreter's own {args[-1]} (it can rewrite frames and hooks)")
         elif event == "open" and _type(args[0]) is _str and args[0].startswith("/proc/") and args[0].endswith("/mem"):
             tamper("reading the process's own memory")
 
@@ -408,7 +602,9 @@ def _seal(plan, journal):
     sys.addaudithook(hook)
 
 
-def _run(plan, run_case):
+def _load_sources():
+    """The solution and the tests, read and removed with the other inputs; the code then sees an empty
+    working directory, as in the official harness."""
     with open("solution.py", encoding="utf-8") as fh:
         solution = fh.read()
     with open("tests.py", encoding="utf-8") as fh:
@@ -416,45 +612,92 @@ def _run(plan, run_case):
     for name in ("solution.py", "tests.py", "main.py"):
         os.remove(name)
     os.mkdir("task")
-    os.chdir("task")  # the code sees an empty working directory, as in the official harness
-    module = types.ModuleType("__test__")
-    module.__file__ = TEST_FILE
-    sys.modules["__test__"] = module
+    os.chdir("task")
+    return solution, tests
+
+
+def _compile(solution, tests):
+    """(solution's code, tests' code, None), or (None, None, the error): one source, as the official
+    harness runs it, compiled in two parts (the solution's statements, then the tests') so that the
+    harness can look between them; the lines keep their numbers in the whole."""
     source = solution + "\n\n" + tests
     # Tracebacks then quote the failing lines, which is what the final code generator needs to see.
     linecache.cache[TEST_FILE] = (len(source), None, source.splitlines(True), TEST_FILE)
     try:
-        exec(compile(source, TEST_FILE, "exec"), module.__dict__)
+        compile(source, TEST_FILE, "exec")  # the whole decides what is an error, and which
+        tree = ast.parse(source, TEST_FILE)
+    except (SyntaxError, ValueError):
+        return None, None, traceback.format_exc()[-1500:]
+    first_test_line = solution.count("\n") + 3
+    solution_part = [stmt for stmt in tree.body if stmt.lineno < first_test_line]
+    tests_part = [stmt for stmt in tree.body if stmt.lineno >= first_test_line]
+    if tests_part and isinstance(tests_part[0], ast.Expr) and isinstance(tests_part[0].value, ast.Constant):
+        tests_part.insert(0, ast.copy_location(ast.Pass(), tests_part[0]))  # not a docstring in the whole
+    solution_code = compile(ast.Module(solution_part, []), TEST_FILE, "exec", dont_inherit=True)
+    future = solution_code.co_flags & FUTURE_FLAGS  # a __future__ import of the solution covers the tests too
+    return solution_code, compile(ast.Module(tests_part, []), TEST_FILE, "exec", flags=future, dont_inherit=True), None
+
+
+def _named(exc):
+    try:
+        return "".join(traceback.format_exception_only(type(exc), exc)).strip()[-300:]
+    except BaseException:  # noqa: BLE001 - an exception whose str() fails is still named
+        return type(exc).__name__
+
+
+def _run(plan, run_case, loaded):
+    solution_code, tests_code, error = loaded
+    module = types.ModuleType("__test__")
+    module.__file__ = TEST_FILE
+    module.__builtins__ = vars(builtins)
+    sys.modules["__test__"] = module
+    if error is not None:
+        sys.audit("optimas.loaded", ("error", error), None)
+        return EXIT_ERROR
+    try:
+        exec(solution_code, module.__dict__)
+        sys.audit("optimas.solution", module.__dict__)
+        exec(tests_code, module.__dict__)
     except MemoryError:
         sys.audit("optimas.loaded", ("memory", "MemoryError while loading the code"), None)
         return EXIT_MEMORY
+    except (KeyboardInterrupt, SystemExit) as exc:  # the code ended its own run: that fails it
+        sys.audit("optimas.loaded", ("failed", f"the code raised {_named(exc)} while loading"), None)
+        return EXIT_FAILED
     except BaseException:  # noqa: BLE001 - whatever the code raised, it did not load
         sys.audit("optimas.loaded", ("error", traceback.format_exc()[-1500:]), None)
         return EXIT_ERROR
-    names = {cls for cls, _ in plan["tests"]}
-    classes = {name: vars(module).get(name) for name in names}
+    planned = tuple((cls, method) for cls, method in plan["tests"])  # the code could reach a list of them
+    classes = {name: vars(module).get(name) for name, _ in planned}
     if any(not isinstance(cls, type) for cls in classes.values()):
         missing = sorted(n for n, c in classes.items() if not isinstance(c, type))
         sys.audit("optimas.loaded", ("error", f"the test classes {missing} are not classes after loading"), None)
         return EXIT_ERROR
     sys.audit("optimas.loaded", None, classes)
     result, current, class_error = Result(), None, None
-    for index, (cls_name, method) in enumerate(plan["tests"]):
-        if classes[cls_name] is not current:  # class fixtures, as unittest's suite would run them
-            _tear_down_class(current)
-            current, class_error = classes[cls_name], None
-            try:
-                current.setUpClass()
-            except Exception:  # noqa: BLE001 - every test of the class then fails with this error
-                class_error = sys.exc_info()
-        test = current(method)
-        sys.audit("optimas.begin", index, test)
-        if class_error is None:
-            run_case(test, result)
-        else:
-            result.addError(test, class_error)
-        sys.audit("optimas.end", index)
-    _tear_down_class(current)
+    try:
+        for index, (cls_name, method) in enumerate(planned):
+            if classes[cls_name] is not current:  # class fixtures, as unittest's suite would run them
+                _tear_down_class(current)
+                current, class_error = classes[cls_name], None
+                try:
+                    current.setUpClass()
+                except BaseException:  # noqa: BLE001 - every test of the class then fails with this error
+                    class_error = sys.exc_info()
+            test = current(method)
+            sys.audit("optimas.begin", index, test)
+            if class_error is None:
+                try:
+                    run_case(test, result)
+                except KeyboardInterrupt:  # unittest lets it through to end the run; here it fails its test
+                    result.addError(test, sys.exc_info())
+            else:
+                result.addError(test, class_error)
+            sys.audit("optimas.end", index)
+        _tear_down_class(current)
+    except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt or SystemExit between tests
+        sys.audit("optimas.aborted", f"the code raised {_named(exc)} between tests")
+        return EXIT_FAILED
     sys.audit("optimas.done")
     return 0
 
@@ -490,12 +733,19 @@ def _worker(plan, wake, answer):
         address, memmove = _journal()
         os.write(wake, struct.pack("<Q", address))
         if os.read(answer, 1) == b"g":  # the judge is ready: undumpable, the key read and deleted
+            solution, tests = _load_sources()
+            loaded = _compile(solution, tests)
+            if "mock" in tests:
+                importlib.import_module("unittest.mock")  # loaded now, so that _seal guards it as unittest
             run_case = unittest.TestCase.run  # unittest's own, taken before the solution can touch the class
             _strict_equality()  # before _seal, whose snapshot of unittest then holds the strict versions
-            _seal(plan, (address, memmove, wake, answer))
-            code = _run(plan, run_case)
+            _guard_should_stop()
+            _seal(plan, (address, memmove, wake, answer), loaded[1])
+            code = _run(plan, run_case, loaded)
             sys.stdout.flush()
             sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 - the harness itself failed: say where, for whoever reads stderr
+        traceback.print_exc()
     finally:
         os._exit(code)  # no atexit handler or leftover thread of the solution may hold the exit
 

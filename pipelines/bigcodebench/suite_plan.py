@@ -11,6 +11,7 @@ classes in the order they are defined. Tests created at run time (setattr in a l
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass, field
 
 
@@ -20,9 +21,16 @@ class SuitePlan:
     # Every name each test class (and each of its in-module bases) defines itself: these, and only
     # these, may override what unittest.TestCase defines (setUp, tearDown, a helper assert...).
     own_names: dict[str, list[str]] = field(default_factory=dict)
+    # Builtins the tests call without defining them: a global of the solution by one of these names
+    # would answer in the builtin's place (an `abs` that returns 0), so the harness forbids it.
+    builtins_used: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"tests": [list(t) for t in self.tests], "own_names": self.own_names}
+        return {"tests": [list(t) for t in self.tests], "own_names": self.own_names, "builtins_used": self.builtins_used}
+
+
+# What every module's namespace holds (its __name__ ...): these names are the module's, not the solution's.
+MODULE_NAMES = {"__name__", "__doc__", "__package__", "__loader__", "__spec__", "__file__", "__builtins__"}
 
 
 def _base_name(node: ast.expr) -> str:
@@ -62,6 +70,8 @@ def plan_suite(tests_source: str) -> SuitePlan:
             aliases.update(a.asname for a in stmt.names if a.asname and a.name.endswith("TestCase"))
     classes: dict[str, tuple[list[str], list[str], list[str]]] = {}  # name -> (test bases, own names, functions)
     plan = SuitePlan()
+    loaded = {n.id for n in ast.walk(module) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    plan.builtins_used = sorted((loaded & set(dir(builtins))) - set(_defined_names(module.body)) - MODULE_NAMES)
     for stmt in module.body:
         if not isinstance(stmt, ast.ClassDef):
             continue
