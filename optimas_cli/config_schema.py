@@ -15,6 +15,7 @@ must also be a parameter of that build(): a pipeline gets only the keys its buil
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 import re
 from collections.abc import Mapping
@@ -204,7 +205,7 @@ class CheckedBy(Spec):
 DEVICE = Text(r"auto|cpu|mps|cuda(:\d+)?", "auto, cpu, cuda or cuda:N")
 DTYPE = OneOf("auto", "bfloat16", "float32", "float16")  # optimas_cli/devices.py DTYPES, and auto
 PROPOSERS = OneOf("auto", "lm", "pool", "mixed")  # optim/prompt.py PROPOSERS
-SCHEDULERS = OneOf("uniform", "round_robin", "prioritized")  # optim/scheduler.py
+SCHEDULER = CheckedBy("optim/scheduler.py ComponentScheduler")  # flows/validate.py asks it
 GATES = OneOf("strict", "paired")  # optim/gate.py RULES
 FRACTION = Number(above=0, at_most=1)
 RATE = Number(above=0)  # learning rates and sampling temperatures that must move something
@@ -317,7 +318,7 @@ LOOP = {  # what every method running Algorithm 1's loop takes
     **METHOD,
     "optimizer": OPTIMIZER,
     "optimizer_lm": Text(null=True),
-    "scheduler": SCHEDULERS,
+    "scheduler": SCHEDULER,
     "gate": GATES,
     "gate_alpha": Number(above=0, at_most=0.5),
 }
@@ -477,15 +478,11 @@ _ANY = _Any()
 
 def build_parameters(target: str) -> list[str]:
     """The keyword parameters `target`'s build() declares, data_dir aside (the run passes it); **kwargs takes nothing."""
-    from hydra.utils import get_method
-
+    module, _, name = target.rpartition(".")
     try:
-        build = get_method(target)
-    except Exception as exc:  # Hydra wraps the import's own error
-        cause: BaseException = exc
-        while cause.__cause__ is not None:
-            cause = cause.__cause__
-        raise UserError(f"cannot import pipeline._target_ {target!r} ({type(cause).__name__}: {cause})",
+        build = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UserError(f"cannot import pipeline._target_ {target!r} ({type(exc).__name__}: {exc})",
                         "run optimas from the folder that holds the module, or add that folder to PYTHONPATH "
                         "(see docs/own_pipeline.md)") from None
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
