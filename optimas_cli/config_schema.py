@@ -18,7 +18,7 @@ import difflib
 import importlib
 import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -489,7 +489,7 @@ def build_parameters(target: str) -> list[str]:
     return [p.name for p in inspect.signature(build).parameters.values() if p.kind in kinds and p.name != "data_dir"]
 
 
-def unknown_key(key: str, node: Mapping, owner: str | None = None) -> UserError:
+def unknown_key(key: str, node: Collection[str], owner: str | None = None) -> UserError:
     """`key` is no setting of its group (`owner` names who takes the group's keys): the closest one it may
     be a typo of, else what the group takes."""
     group, _, name = key.rpartition(".")
@@ -497,7 +497,7 @@ def unknown_key(key: str, node: Mapping, owner: str | None = None) -> UserError:
     takes = [k for k in node if not k.startswith("_")]
     close = difflib.get_close_matches(name, takes, n=1, cutoff=0.6)
     if close:
-        return UserError(f"unknown key {key}", f"did you mean {group}.{close[0]}?")
+        return UserError(f"unknown key {key}", f"did you mean {group + '.' if group else ''}{close[0]}?")
     if not takes:
         return UserError(f"unknown key {key}: {owner} takes no settings", f"drop {key}")
     return UserError(f"unknown key {key}", f"{owner} takes {', '.join(takes)}")
@@ -507,14 +507,20 @@ def suggest_key(dotted: str) -> UserError | None:
     """For an override of a key the composed config lacks (`lm.max_token=5`): the error naming the key it
     is a typo of, when some option of its group has one close to it; else None."""
     parts = dotted.lstrip("+~").split(".")
-    if parts[0] in ("lm", "lrf", "budget"):
+    if len(parts) == 1:  # a top-level key (`repeat=3`): conf/config.yaml's keys and groups
+        from omegaconf import OmegaConf
+
+        from optimas_cli.conf import CONF_DIR, GROUPS
+
+        node = {*OmegaConf.load(CONF_DIR / "config.yaml"), *GROUPS} - {"defaults", "hydra"}
+    elif parts[0] in ("lm", "lrf", "budget"):
         node: Any = {"lm": LM, "lrf": LRF, "budget": BUDGET}[parts[0]]
     else:
         options = {"method": METHODS, "tracking": TRACKING, "pipeline": PIPELINES}.get(parts[0], {})
         node = {k: v for option in options.values() for k, v in option.items()}
     for part in parts[1:-1]:
         node = node.get(part) if isinstance(node, Mapping) else None
-    if not isinstance(node, Mapping) or parts[-1] in node:
+    if not isinstance(node, Mapping | set) or parts[-1] in node:
         return None
     error = unknown_key(".".join(parts), node)
     return error if error.fix and error.fix.startswith("did you mean") else None

@@ -46,6 +46,7 @@ BAD_VALUES = [
     ("+lrf.min_step=3", "unknown key lrf.min_step — did you mean lrf.min_steps?"),
     ("method.optimizer.weights.stps=3", "did you mean method.optimizer.weights.steps?"),
     ("proposer=bogus", "proposer='bogus' is not allowed — proposer takes one of auto | lm | pool | mixed"),
+    ("repeat=3", "unknown key repeat — did you mean repeats?"),
 ]
 
 
@@ -150,18 +151,32 @@ def leaves(prefix: str, node) -> list[tuple[str, schema.Spec]]:
     return out
 
 
-# The keys `plan pipeline=toy_hint method=optimas` composes (lrf.lora and budget.weights are null there).
-KEYS = [(k, s) for k, s in leaves("lm", schema.LM) + leaves("lrf", schema.LRF)
-        + leaves("method", schema.METHODS["optimas_cli.methods.optimas.Optimas"])
-        + leaves("budget", schema.BUDGET) + [("proposer", schema.PROPOSERS)]
-        if not k.startswith(("lrf.lora.", "budget.weights."))]
+def option_tables(group: str, table: dict, by: str) -> list[tuple[list[str], dict]]:
+    """(the override choosing an option of `group`, its table) for every option the table types."""
+    out = []
+    for option in options(group):
+        ref = OmegaConf.load(CONF_DIR / group / f"{option}.yaml").get(by)
+        if ref in table:
+            out.append(([f"{group}={option}"], table[ref]))
+    return out
+
+
+# Every key of every lm, lrf, method, pipeline and tracking option, with the overrides that compose it
+# (lrf.lora and budget.weights are null in the default options: no key to set under them).
+KEYS = [(base, key, spec)
+        for base, group, node in [([], "lm", schema.LM), ([], "lrf", schema.LRF), ([], "budget", schema.BUDGET),
+                                  *[(b, "method", n) for b, n in option_tables("method", schema.METHODS, "_target_")],
+                                  *[(b, "pipeline", n) for b, n in option_tables("pipeline", schema.PIPELINES, "_target_")],
+                                  *[(b, "tracking", n) for b, n in option_tables("tracking", schema.TRACKING, "name")]]
+        for key, spec in leaves(group, node) if not key.startswith(("lrf.lora.", "budget.weights."))]
+KEYS.append(([], "proposer", schema.PROPOSERS))
 RESERVED = {"true", "false", "null", "nan", "inf", "infinity"}  # words Hydra reads as something else
 WORDS = st.from_regex(r"[a-z][a-z_]{0,11}", fullmatch=True).filter(lambda w: w not in RESERVED)
 
 
 @st.composite
-def bad_override(draw) -> str:
-    key, spec = draw(st.sampled_from(KEYS))
+def bad_override(draw) -> list[str]:
+    base, key, spec = draw(st.sampled_from(KEYS))
     if isinstance(spec, schema.Integer):
         candidates = [WORDS, st.floats(0.5, 1e6).filter(lambda x: not x.is_integer()).map(lambda x: f"{x!r}")]
         if spec.at_least is not None:
@@ -184,12 +199,12 @@ def bad_override(draw) -> str:
     value = draw(st.one_of(*candidates))
     typo = draw(st.booleans()) and draw(WORDS)  # or a key its group does not take
     # ++ sets a key whether or not the composed config holds it (lm.retry_max_seconds is in no YAML)
-    return f"+{key.rpartition('.')[0] or 'lm'}.zz{typo}=1" if typo else f"++{key}={value}"
+    return [*base, f"+{key.rpartition('.')[0] or 'lm'}.zz{typo}=1" if typo else f"++{key}={value}"]
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(override=bad_override())
-def test_any_bad_value_is_one_line_never_a_traceback(capsys, override):
-    line = refused(capsys, ["plan", *TOY, override])
-    key = override.lstrip("+").split("=")[0]
+@given(overrides=bad_override())
+def test_any_bad_value_is_one_line_never_a_traceback(capsys, overrides):
+    line = refused(capsys, ["plan", *TOY, *overrides])
+    key = overrides[-1].lstrip("+").split("=")[0]
     assert re.search(rf"\b{re.escape(key)}\b", line), line
