@@ -17,191 +17,25 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from optimas_cli.config_kinds import (
+    AnyValue,
+    CheckedBy,
+    Flag,
+    Integer,
+    ListOf,
+    MapOf,
+    Node,
+    Number,
+    OneOf,
+    Text,
+    shown,
+)
 from optimas_cli.errors import UserError
 
-
-def shown(value: Any) -> str:
-    """A value as the user would read it in an override."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return repr(value) if isinstance(value, str) else str(value)
-
-
-# -- value kinds ------------------------------------------------------------------------------------
-class Spec:
-    null: bool = False
-
-    def describe(self) -> str:
-        raise NotImplementedError
-
-    def problem(self, value: Any) -> str | None:
-        """Why `value` is refused ('is not an integer', 'must be at least 1'), or None when it fits."""
-        raise NotImplementedError
-
-    def check(self, key: str, value: Any) -> None:
-        if value is None:
-            if self.null:
-                return
-            why = "is not set"
-        else:
-            why = self.problem(value)
-            if why is None:
-                return
-        raise UserError(f"{key}={shown(value)} {why}", f"{key} takes {self.describe()}")
-
-    def _or_null(self, text: str) -> str:
-        return f"{text}, or null" if self.null else text
-
-
-def _bounds(at_least, at_most, above=None) -> str:
-    if above is not None:
-        return f" > {above}" + (f" and <= {at_most}" if at_most is not None else "")
-    if at_least is not None and at_most is not None:
-        return f" from {at_least} to {at_most}"
-    if at_least is not None:
-        return f" >= {at_least}"
-    return f" <= {at_most}" if at_most is not None else ""
-
-
-def _out_of_range(value, at_least, at_most, above=None) -> str | None:
-    if above is not None and not value > above:
-        return f"must be above {above}"
-    if at_least is not None and value < at_least:
-        return f"must be at least {at_least}"
-    if at_most is not None and value > at_most:
-        return f"must be at most {at_most}"
-    return None
-
-
-@dataclass(frozen=True)
-class Integer(Spec):
-    at_least: int | None = None
-    at_most: int | None = None
-    null: bool = False
-
-    def describe(self) -> str:
-        return self._or_null("an integer" + _bounds(self.at_least, self.at_most))
-
-    def problem(self, value):
-        if isinstance(value, bool) or not isinstance(value, int):
-            return "is not an integer"
-        return _out_of_range(value, self.at_least, self.at_most)
-
-
-@dataclass(frozen=True)
-class Number(Spec):
-    at_least: float | None = None
-    at_most: float | None = None
-    above: float | None = None  # an open lower bound: a timeout or a learning rate of 0 is no value
-    null: bool = False
-
-    def describe(self) -> str:
-        return self._or_null("a number" + _bounds(self.at_least, self.at_most, self.above))
-
-    def problem(self, value):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return "is not a number"
-        return _out_of_range(value, self.at_least, self.at_most, self.above)
-
-
-@dataclass(frozen=True)
-class Text(Spec):
-    pattern: str | None = None  # a full match, e.g. the LRF's `top:N`
-    meaning: str = "text"
-    null: bool = False
-
-    def describe(self) -> str:
-        return self._or_null(self.meaning)
-
-    def problem(self, value):
-        if not isinstance(value, str):
-            return f"is not {self.meaning}"
-        if self.pattern and not re.fullmatch(self.pattern, value):
-            return "is not allowed"
-        return None
-
-
-@dataclass(frozen=True)
-class Flag(Spec):
-    null: bool = False
-
-    def describe(self) -> str:
-        return self._or_null("true or false")
-
-    def problem(self, value):
-        return None if isinstance(value, bool) else "is not true or false"
-
-
-class OneOf(Spec):
-    def __init__(self, *choices: str, null: bool = False):
-        self.choices, self.null = choices, null
-
-    def describe(self) -> str:
-        return self._or_null("one of " + " | ".join(self.choices))
-
-    def problem(self, value):
-        return None if value in self.choices else "is not allowed"
-
-
-@dataclass(frozen=True)
-class ListOf(Spec):
-    item: Spec
-    null: bool = False
-
-    def describe(self) -> str:
-        return self._or_null(f"a list of {self.item.describe()}, e.g. [a,b]")
-
-    def problem(self, value):
-        if not isinstance(value, list | tuple):
-            return "is not a list"
-        return next((f"holds {shown(v)}, which {why}" for v in value if (why := self.item.problem(v))), None)
-
-
-@dataclass(frozen=True)
-class MapOf(Spec):
-    item: Spec
-    null: bool = False
-
-    def describe(self) -> str:
-        return self._or_null(f"a mapping of names to {self.item.describe()}")
-
-    def problem(self, value):
-        if not isinstance(value, Mapping):
-            return "is not a mapping"
-        return next((f"holds {k}: {shown(v)}, which {why}" for k, v in value.items() if (why := self.item.problem(v))),
-                    None)
-
-
-class Node(dict):
-    """A group of settings: its keys are all it takes (a `+key` it lacks is refused)."""
-
-    def __init__(self, fields: Mapping[str, Any], null: bool = False):
-        super().__init__(fields)
-        self.null = null
-
-
-class CheckedBy(Spec):
-    """A value whose type and range have their one home elsewhere, checked there before anything runs
-    (flows/validate.py and cli.py call it): the table names the home instead of repeating its rule."""
-
-    def __init__(self, home: str):
-        self.home = home
-
-    def describe(self) -> str:
-        return f"what {self.home} accepts"
-
-    def check(self, key, value):
-        return None
-
-
-# -- the tables --------------------------------------------------------------------------------------
+# -- the tables: one line per key -------------------------------------------------------------------
 DEVICE = Text(r"auto|cpu|mps|cuda(:\d+)?", "auto, cpu, cuda or cuda:N")
 DTYPE = OneOf("auto", "bfloat16", "float32", "float16")  # optimas_cli/devices.py DTYPES, and auto
 PROPOSERS = OneOf("auto", "lm", "pool", "mixed")  # optim/prompt.py PROPOSERS
@@ -413,6 +247,9 @@ TRACKING = {
                    "mode": OneOf("online", "offline", "disabled"), "dir": Text()}),
 }
 
+FIXED = {"lm": LM, "lrf": LRF, "budget": BUDGET}  # groups whose options all take the same keys
+PER_OPTION = {"method": METHODS, "pipeline": PIPELINES, "tracking": TRACKING}  # by _target_ (tracking: name)
+
 
 # -- checking ----------------------------------------------------------------------------------------
 def check_config(cfg: Mapping) -> None:
@@ -420,9 +257,9 @@ def check_config(cfg: Mapping) -> None:
     for key, spec in TOP.items():
         if key in cfg:
             spec.check(key, _resolved(cfg, key))
-    for group in ("lm", "lrf", "budget"):
+    for group, node in FIXED.items():
         if cfg.get(group) is not None:
-            check_node(group, {"lm": LM, "lrf": LRF, "budget": BUDGET}[group], _resolved(cfg, group))
+            check_node(group, node, _resolved(cfg, group))
     if cfg.get("tracking") is not None:
         tracking = _resolved(cfg, "tracking")
         name = tracking.get("name", "none")
@@ -459,21 +296,8 @@ def check_pipeline(pipeline: Mapping) -> None:
     if not isinstance(target, str):
         raise UserError("pipeline._target_ is not set", "name the pipeline's build function, e.g. _target_: my_pipeline.build")
     keys = build_parameters(target)
-    node = Node({"_target_": Text(), **{k: PIPELINES.get(target, {}).get(k, _ANY) for k in keys}})
+    node = Node({"_target_": Text(), **{k: PIPELINES.get(target, {}).get(k, AnyValue()) for k in keys}})
     check_node("pipeline", node, pipeline, owner=f"{target}()")
-
-
-class _Any(Spec):
-    """A parameter of a user's own build(): its type is its code's business."""
-
-    def describe(self) -> str:
-        return "any value"
-
-    def check(self, key, value):
-        return None
-
-
-_ANY = _Any()
 
 
 def build_parameters(target: str) -> list[str]:
@@ -507,17 +331,17 @@ def suggest_key(dotted: str) -> UserError | None:
     """For an override of a key the composed config lacks (`lm.max_token=5`): the error naming the key it
     is a typo of, when some option of its group has one close to it; else None."""
     parts = dotted.lstrip("+~").split(".")
+    node: Any
     if len(parts) == 1:  # a top-level key (`repeat=3`): conf/config.yaml's keys and groups
         from omegaconf import OmegaConf
 
         from optimas_cli.conf import CONF_DIR, GROUPS
 
         node = {*OmegaConf.load(CONF_DIR / "config.yaml"), *GROUPS} - {"defaults", "hydra"}
-    elif parts[0] in ("lm", "lrf", "budget"):
-        node: Any = {"lm": LM, "lrf": LRF, "budget": BUDGET}[parts[0]]
-    else:
-        options = {"method": METHODS, "tracking": TRACKING, "pipeline": PIPELINES}.get(parts[0], {})
-        node = {k: v for option in options.values() for k, v in option.items()}
+    elif parts[0] in FIXED:
+        node = FIXED[parts[0]]
+    else:  # any option's key: a typo is a typo whichever option is chosen
+        node = {k: v for option in PER_OPTION.get(parts[0], {}).values() for k, v in option.items()}
     for part in parts[1:-1]:
         node = node.get(part) if isinstance(node, Mapping) else None
     if not isinstance(node, Mapping | set) or parts[-1] in node:

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
+from optimas_cli import config_kinds as kind
 from optimas_cli import config_schema as schema
 from optimas_cli.cli import main
 from optimas_cli.conf import CONF_DIR, options
@@ -141,12 +142,12 @@ def test_enumerations_match_the_code_that_reads_them():
 
 
 # -- any bad value, anywhere ---------------------------------------------------------------------------
-def leaves(prefix: str, node) -> list[tuple[str, schema.Spec]]:
+def leaves(prefix: str, node) -> list[tuple[str, kind.Spec]]:
     out = []
     for name, spec in node.items():
-        if isinstance(spec, schema.Node):
+        if isinstance(spec, kind.Node):
             out += leaves(f"{prefix}.{name}", spec)
-        elif not isinstance(spec, schema.CheckedBy) and not name.startswith("_"):
+        elif not isinstance(spec, kind.CheckedBy) and not name.startswith("_"):
             out.append((f"{prefix}.{name}", spec))
     return out
 
@@ -177,20 +178,20 @@ WORDS = st.from_regex(r"[a-z][a-z_]{0,11}", fullmatch=True).filter(lambda w: w n
 @st.composite
 def bad_override(draw) -> list[str]:
     base, key, spec = draw(st.sampled_from(KEYS))
-    if isinstance(spec, schema.Integer):
+    if isinstance(spec, kind.Integer):
         candidates = [WORDS, st.floats(0.5, 1e6).filter(lambda x: not x.is_integer()).map(lambda x: f"{x!r}")]
         if spec.at_least is not None:
             candidates.append(st.integers(-10**6, spec.at_least - 1).map(str))
         if spec.at_most is not None:
             candidates.append(st.integers(spec.at_most + 1, 10**6).map(str))
-    elif isinstance(spec, schema.Number):
+    elif isinstance(spec, kind.Number):
         candidates = [WORDS]
         low = spec.above if spec.above is not None else spec.at_least
         if low is not None:
             candidates.append(st.integers(-10**6, int(low) - 1).map(str))
-    elif isinstance(spec, schema.OneOf):
+    elif isinstance(spec, kind.OneOf):
         candidates = [WORDS.filter(lambda w: w not in spec.choices)]
-    elif isinstance(spec, schema.Flag):
+    elif isinstance(spec, kind.Flag):
         candidates = [WORDS, st.integers().map(str)]
     else:  # text, lists, mappings: a number is none of them
         candidates = [st.integers(-10**6, 10**6).map(str)]
