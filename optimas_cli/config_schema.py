@@ -17,6 +17,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import types
+import typing
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -30,6 +32,7 @@ from optimas_cli.config_kinds import (
     Node,
     Number,
     OneOf,
+    Spec,
     Text,
     shown,
 )
@@ -291,17 +294,19 @@ def check_node(key: str, node: Node, value: Any, owner: str | None = None) -> No
 
 
 def check_pipeline(pipeline: Mapping) -> None:
-    """The pipeline's keys are its build()'s parameters; the built-in ones' values are typed in PIPELINES."""
+    """The pipeline's keys are its build()'s parameters, typed by PIPELINES (the bundled pipelines) or else
+    by the build()'s own annotations (a user's pipeline: `max_tokens: int`)."""
     target = pipeline.get("_target_")
     if not isinstance(target, str):
         raise UserError("pipeline._target_ is not set", "name the pipeline's build function, e.g. _target_: my_pipeline.build")
-    keys = build_parameters(target)
-    node = Node({"_target_": Text(), **{k: PIPELINES.get(target, {}).get(k, AnyValue()) for k in keys}})
+    declared = build_parameters(target)
+    node = Node({"_target_": Text(), **{k: PIPELINES.get(target, {}).get(k, spec) for k, spec in declared.items()}})
     check_node("pipeline", node, pipeline, owner=f"{target}()")
 
 
-def build_parameters(target: str) -> list[str]:
-    """The keyword parameters `target`'s build() declares, data_dir aside (the run passes it); **kwargs takes nothing."""
+def build_parameters(target: str) -> dict[str, Spec]:
+    """The keyword parameters `target`'s build() declares (data_dir aside: the run passes it; **kwargs takes
+    nothing), each with the kind its annotation names."""
     module, _, name = target.rpartition(".")
     try:
         build = getattr(importlib.import_module(module), name)
@@ -309,8 +314,21 @@ def build_parameters(target: str) -> list[str]:
         raise UserError(f"cannot import pipeline._target_ {target!r} ({type(exc).__name__}: {exc})",
                         "run optimas from the folder that holds the module, or add that folder to PYTHONPATH "
                         "(see docs/own_pipeline.md)") from None
+    try:
+        hints = typing.get_type_hints(build)
+    except Exception:  # an annotation naming what its module does not import: leave the values unchecked
+        hints = {}
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [p.name for p in inspect.signature(build).parameters.values() if p.kind in kinds and p.name != "data_dir"]
+    return {p.name: _annotated(hints.get(p.name), p.default is None) for p in inspect.signature(build).parameters.values()
+            if p.kind in kinds and p.name != "data_dir"}
+
+
+def _annotated(hint: Any, null: bool) -> Spec:
+    """`int`, `float | None`, `str`, `bool` as a kind; anything else is the build()'s own business."""
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    options = [a for a in (typing.get_args(hint) if union else (hint,)) if a is not type(None)]
+    kind = {int: Integer, float: Number, str: Text, bool: Flag}.get(options[0]) if len(options) == 1 else None
+    return kind(null=null or len(options) < len(typing.get_args(hint))) if kind else AnyValue()
 
 
 def unknown_key(key: str, node: Collection[str], owner: str | None = None) -> UserError:

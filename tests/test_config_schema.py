@@ -78,6 +78,19 @@ def test_a_pipeline_takes_only_the_keys_its_build_names(capsys):
                                                                             "pipeline.components=1"])
 
 
+def test_a_users_pipeline_is_typed_by_its_build_annotations(tmp_path, monkeypatch, capsys):
+    (tmp_path / "schema_own_pipe.py").write_text(
+        "def build(data_dir=None, max_tokens: int = 48, note: str | None = None, extra=None, **_):\n"
+        "    raise AssertionError('refused before any build')\n")
+    (tmp_path / "conf" / "pipeline").mkdir(parents=True)
+    (tmp_path / "conf" / "pipeline" / "mine.yaml").write_text("_target_: schema_own_pipe.build\nmax_tokens: 48\n")
+    monkeypatch.chdir(tmp_path)  # the CLI imports a pipeline module from the working directory
+    base = ["plan", "--config-dir", "conf", "pipeline=mine", "method=unoptimized"]
+    assert "pipeline.max_tokens='abc' is not an integer" in refused(capsys, [*base, "pipeline.max_tokens=abc"])
+    assert "pipeline.note=5 is not text" in refused(capsys, [*base, "+pipeline.note=5"])
+    assert "schema_own_pipe.build() takes max_tokens, note, extra" in refused(capsys, [*base, "+pipeline.zzz=1"])
+
+
 @pytest.mark.parametrize("command, fix", [("run", "add -m to run one job per value: optimas run -m"),
                                           ("plan", "`optimas run -m ...` runs a sweep")])
 def test_a_sweep_without_m_is_one_line(tmp_path, capsys, command, fix):

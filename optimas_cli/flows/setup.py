@@ -110,9 +110,7 @@ def seed_everything(seed: int) -> None:
 
 
 def build_pipeline(cfg: DictConfig) -> Pipeline:
-    # config_schema checked the pipeline's keys against its build()'s parameters; importing it here
-    # again is free, and a module gone since is the same one line
-    build_parameters(str(OmegaConf.select(cfg, "pipeline._target_")))
+    build_parameters(str(OmegaConf.select(cfg, "pipeline._target_")))  # one line if it cannot be imported
     return instantiate(cfg.pipeline, data_dir=cfg.data_dir, _convert_="all")
 
 
