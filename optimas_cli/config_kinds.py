@@ -2,6 +2,7 @@
 an error can show (`an integer >= 0`, `one of strict | paired`), and why a value is not that."""
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ def shown(value: Any) -> str:
 
 
 class Spec:
+    """One kind of config value; `null` says whether null (the code's "none" / "use the default") is one."""
+
     null: bool = False
 
     def describe(self) -> str:
@@ -92,6 +95,8 @@ class Number(Spec):
     def problem(self, value):
         if isinstance(value, bool) or not isinstance(value, int | float):
             return "is not a number"
+        if not math.isfinite(value):  # Hydra reads nan and inf as floats; no setting means either
+            return "is not a finite number"
         return _out_of_range(value, self.at_least, self.at_most, self.above)
 
 

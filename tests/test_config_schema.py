@@ -48,6 +48,7 @@ BAD_VALUES = [
     ("method.optimizer.weights.stps=3", "did you mean method.optimizer.weights.steps?"),
     ("proposer=bogus", "proposer='bogus' is not allowed — proposer takes one of auto | lm | pool | mixed"),
     ("repeat=3", "unknown key repeat — did you mean repeats?"),
+    ("lm.local.gather_seconds=nan", "lm.local.gather_seconds=nan is not a finite number"),
 ]
 
 
