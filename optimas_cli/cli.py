@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -13,9 +14,11 @@ from optimas_cli.conf import (
     GROUPS,
     SearchPath,
     options,
+    refuse_sweep,
     search_path,
     with_overrides,
 )
+from optimas_cli.config_schema import suggest_key
 from optimas_cli.environment import prepare_process
 from optimas_cli.errors import UserError
 from optimas_cli.flows.resume import check_resume
@@ -165,6 +168,9 @@ def _compose_first(parsed, searchpath: list[str], with_hydra: bool = False):
             return compose(config_name="config", overrides=[*single, *searchpath], return_hydra_config=with_hydra)
     except (HydraException, OmegaConfBaseException) as exc:
         first, *rest = str(exc).strip().splitlines()
+        typo = re.match(r"Could not override '([^']+)'", first)
+        if typo and (err := suggest_key(typo[1])):
+            raise err from None
         hydra_fix = next((line.strip() for line in rest if line.startswith("To ")), None)
         keys = "run `optimas list` and `optimas run --cfg job` to see valid keys"
         raise UserError(f"bad override: {first}", f"{hydra_fix} ({keys})" if hydra_fix else keys) from None
@@ -188,6 +194,7 @@ def plan_command(args: list[str]) -> int:
                               "plan one run at a time, without -m"))
     try:
         found = search_path(args)
+        refuse_sweep(found.args, "plan one value at a time (`optimas run -m ...` runs a sweep)")
         cfg = check_overrides(found.args, found)
         quiet_libraries()
         from optimas_cli.flows.plan import plan_run
@@ -263,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         return fail(UserError(f"unknown command {command!r}", "run `optimas --help` to see the commands"))
     try:
         found = search_path(rest)
+        if "-m" not in rest and "--multirun" not in rest:
+            refuse_sweep(found.args, f"add -m to run one job per value: optimas {command} -m ...")
         check_overrides(found.args, found)
     except UserError as err:
         return fail(err)

@@ -124,3 +124,19 @@ def _yaml_option(arg: str, roots: list[Path]) -> str:
             link.symlink_to(path)
         roots.append(stage)
     return f"{key}={path.stem}"
+
+
+def refuse_sweep(args: list[str], fix: str) -> None:
+    """A comma list or range (`pipeline=a,b`) is a sweep, which only `-m` runs: without it Hydra would stop
+    with a five-line error (`run`) or quietly use the first value (`plan`). One line instead, with `fix`."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    overrides = [a for a in args if "=" in a and not a.startswith("-")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return  # check_overrides reports the malformed override
+    sweep = next((o.input_line for o in parsed if o.is_sweep_override()), None)
+    if sweep is not None:
+        raise UserError(f"{sweep} is a sweep over several values", fix)

@@ -42,8 +42,11 @@ def check_resume(path: str, cfg: Any) -> None:
                         "restore the file, or start a new run without resume=") from None
     now = OmegaConf.to_container(cfg, resolve=True)
     _same(path, before, now, "pipeline", "pipeline", option_name(before, "pipeline"), option_name(now, "pipeline"))
+    _differs(path, "pipeline", before.get("pipeline"), now.get("pipeline"))
     if before.get("task") not in LRF_ONLY_TASKS:
         _same(path, before, now, "method", "method", option_name(before, "method"), option_name(now, "method"))
+        # method.lrf and method.budget copy the lrf and budget groups: a difference there is named as the
+        # user set it (lrf.min_steps, not method.lrf.min_steps, which Hydra would not take back)
         method_settings = {k: v for k, v in (before.get("method") or {}).items() if k not in ("budget", "lrf")}
         now_settings = {k: v for k, v in (now.get("method") or {}).items() if k not in ("budget", "lrf")}
         _differs(path, "method", method_settings, now_settings)
@@ -66,7 +69,6 @@ def _same(path: str, before: dict, now: dict, group: str, what: str, was: str, a
     if before.get(group) != now.get(group) and was != asked:
         raise UserError(f"resume={path} is a run of {what} {was!r}, not {asked!r}",
                         f"resume it with {what}={was}, or drop resume= to start a new run")
-    _differs(path, group, before.get(group), now.get(group))
 
 
 def _differs(path: str, key: str, was: Any, now: Any) -> None:

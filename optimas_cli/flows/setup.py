@@ -8,6 +8,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
+from optimas_cli.config_schema import build_parameters
 from optimas_cli.errors import UserError
 from optimas_cli.flows.matched import matched_max_runs
 from optimas_cli.flows.resume import ORIGINAL_CONFIG
@@ -109,20 +110,8 @@ def seed_everything(seed: int) -> None:
 
 
 def build_pipeline(cfg: DictConfig) -> Pipeline:
-    from hydra.errors import InstantiationException
-
-    try:
-        return instantiate(cfg.pipeline, data_dir=cfg.data_dir, _convert_="all")
-    except InstantiationException as exc:
-        if not str(exc).startswith("Error locating target"):
-            raise
-        target = OmegaConf.select(cfg, "pipeline._target_")
-        cause: BaseException = exc
-        while cause.__cause__ is not None:  # Hydra's wrappers around what the import raised
-            cause = cause.__cause__
-        raise UserError(f"cannot import pipeline._target_ {target!r} ({type(cause).__name__}: {cause})",
-                        "run optimas from the folder that holds the module, or add that folder to PYTHONPATH "
-                        "(see docs/own_pipeline.md)") from None
+    build_parameters(str(OmegaConf.select(cfg, "pipeline._target_")))  # one line if it cannot be imported
+    return instantiate(cfg.pipeline, data_dir=cfg.data_dir, _convert_="all")
 
 
 def build_budget(cfg: DictConfig) -> Budget:

@@ -11,6 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from optimas_cli.config_schema import check_config
 from optimas_cli.errors import UserError
 from optimas_cli.system.budget import Budget
 
@@ -60,7 +61,8 @@ def _scheduler(policy: Any) -> None:
 
 def check_values(cfg: DictConfig | Mapping) -> None:
     """Raise UserError on the first bad value among the budget sizes, repeats, seed, the loop's
-    scheduler and LM temperatures. `optimas plan` and `optimas run` both pass here."""
+    scheduler and LM temperatures, then every other key against config_schema's tables. `optimas plan`
+    and `optimas run` both pass here."""
     if cfg.get("budget") is not None:
         Budget.from_mapping(cfg["budget"])  # the budget group's one home for its keys and bounds
     if "repeats" in cfg:
@@ -73,3 +75,4 @@ def check_values(cfg: DictConfig | Mapping) -> None:
     _temperature("lm.temperature", lm.get("temperature"), model)
     collect = (cfg.get("lrf") or {}).get("collect") or {}
     _temperature("lrf.collect.temperature", collect.get("temperature"), model)
+    check_config(cfg)
