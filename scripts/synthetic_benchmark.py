@@ -60,6 +60,8 @@ HEADLINE = (128, 30, "on")  # options, K, interaction
 HEADLINE_SEEDS = (0, 1, 2, 3, 4)
 COMMON = ["budget=synthetic", "proposer=pool", "repeats=1", "lrf.judge.enabled=false", "lrf.train_backbone=heads",
           "lrf.max_length=96"]
+# the simulator reads no data: without OPTIMAS_DATA_DIR's folder, the committed run files name no machine path
+NO_DATA = ["data_dir=null"]
 ITERATIONS = 100000  # never binds: the cap ends every run
 RUNS_PER_COMPONENT = 90
 METHODS = {
@@ -118,7 +120,7 @@ def cap(k: int) -> int:
 def overrides(cell: Cell, seed: int, method: str) -> list[str]:
     return ["pipeline=synthetic", f"pipeline.components={cell.k}", f"pipeline.options={cell.options}",
             f"pipeline.interaction={cell.interaction}", *[f"pipeline.{key}={value}" for key, value in SIMULATOR.items()],
-            f"seed={seed}", *METHODS[method], *COMMON, f"budget.iterations={ITERATIONS}", f"budget.max_runs={cell.cap}"]
+            f"seed={seed}", *METHODS[method], *COMMON, *NO_DATA, f"budget.iterations={ITERATIONS}", f"budget.max_runs={cell.cap}"]
 
 
 def planned(cells: Sequence[Cell], seeds: Iterable[int] | None, methods: Sequence[str]) -> list[tuple[Cell, int, str]]:
@@ -426,7 +428,7 @@ def phase_map_report(rows: list[dict]) -> list[str]:
              "run a slice). Rewrite this report: `python scripts/synthetic_benchmark.py --report-only`.", "",
              f"Grid (fixed before any run): options {list(OPTIONS)} x K {list(KS)} x interaction {list(INTERACTIONS)}, "
              f"simulator {json.dumps(SIMULATOR)}, instance = run seed; seeds {list(SEEDS)} per cell, "
-             f"{list(HEADLINE_SEEDS)} in the headline cell {HEADLINE_CELL.name}. Every method: `{' '.join(COMMON)} "
+             f"{list(HEADLINE_SEEDS)} in the headline cell {HEADLINE_CELL.name}. Every method: `{' '.join(COMMON + NO_DATA)} "
              f"budget.iterations={ITERATIONS} budget.max_runs=<cap>`, cap = {RUNS_PER_COMPONENT} K executed "
              f"optimization runs. Methods: " + ", ".join(f"{m} (`{' '.join(a)}`)" for m, a in METHODS.items()) + ".",
              "", f"{len(rows)} of {len(planned(CELLS, None, order))} runs measured. Regret = optimum − reached "
@@ -447,7 +449,7 @@ def phase_map_report(rows: list[dict]) -> list[str]:
         lines.append(f"| {cell.name} | {len(seeds)} | "
                      f"{winner} {measured[winner]:.3f} | {best or '-'} | {gap} |")
     lines += ["", "## Regret at the cap", "",
-              "| cell | method | seeds | regret [95% CI] | executed runs (mean) | cap | largest overshoot | ended by |",
+              "| cell | method | seeds | regret [95% CI] | executed runs (mean) | cap | most over the cap (runs − cap) | ended by |",
               "|---|---|---|---|---|---|---|---|"]
     groups = [(cell, m, [r for r in rows if r["cell"] == cell.name and r["method"] == m]) for cell in CELLS for m in order]
     groups = [(c, m, g) for c, m, g in groups if g]
@@ -510,7 +512,9 @@ def plot_phase_map(rows: list[dict], path: Path) -> None:
                 winner = min(means, key=means.get)
                 own, theirs = mean_of(reg, cell, "optimas"), None if best is None else mean_of(reg, cell, best)
                 text = f"lowest: {winner}\n"
-                if own is not None and theirs is not None:
+                if own is None:
+                    text += "optimas not run"
+                elif theirs is not None:
                     grid[i, j] = own - theirs
                     text += f"optimas − {best}\n{own - theirs:+.3f}"
                     if diff is not None:
