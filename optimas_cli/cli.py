@@ -221,6 +221,7 @@ def headroom_command(args: list[str]) -> int:
         return fail(UserError("optimas headroom takes key=value overrides and --dry-run only",
                               "scan one pipeline at a time, without -m"))
     try:
+        refuse_sweep(rest, "scan one value at a time")
         cfg = check_overrides(rest)
         quiet_libraries()
         from rich.console import Console

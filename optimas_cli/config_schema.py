@@ -95,6 +95,7 @@ LRF = Node({
         "epsilon": Number(at_least=0),
         "temperature": Number(at_least=0),
         "diverse": Flag(),
+        "choices": OneOf("sample", "enumerate"),  # lrf/collect.py CHOICE_MODES
     }),
     "train": Node({  # lrf/train.py TrainConfig
         "lr": RATE,
@@ -161,7 +162,8 @@ LOOP = {  # what every method running Algorithm 1's loop takes
 }
 METHODS = {
     "optimas_cli.methods.optimas.Optimas": Node({
-        **LOOP, "lrf": CheckedBy("the lrf group"), "adapt": Flag(), "skip_unpaired": Flag(),
+        **LOOP, "lrf": CheckedBy("the lrf group"), "skip_unpaired": Flag(),
+        "adaptation": OneOf("lazy", "paper", "none"),  # optim/loop.py ADAPTATION_MODES
         "stage2_pool": OneOf("train", "beyond_train"),  # methods/optimas.py STAGE2_POOLS
     }),
     "optimas_cli.methods.global_reward.GlobalReward": Node({**LOOP, "rollouts": Integer(1)}),
@@ -197,6 +199,10 @@ METHODS = {
         **METHOD, "steps": Integer(1, null=True), "batch_size": Integer(1), "max_tokens": Integer(1),
         "temperature": Number(at_least=0), "constraints": ListOf(Text()),
     }),
+    "optimas_cli.methods.tpe.TPE": Node({
+        **METHOD, "trials": Integer(1, null=True), "minibatch_size": Integer(1), "reduction_factor": Integer(2),
+        "startup_trials": Integer(0),
+    }),
     "optimas_cli.methods.unoptimized.Unoptimized": Node({"_target_": Text(), "name": Text()}),
 }
 
@@ -205,6 +211,7 @@ PIPELINES = {  # each build()'s own parameters (a pipeline takes no key its buil
     "pipelines.amazon.build": {
         "base_model": Text(), "decider_model": Text(null=True), "analyzer_max_tokens": Integer(1),
         "profiler_max_tokens": Integer(1), "decider_max_tokens": Integer(1), "single_llm_max_tokens": Integer(1),
+        "stratified_subsets": Flag(),
     },
     "pipelines.bigcodebench.build": {
         "code_max_tokens": Integer(1), "tests_max_tokens": Integer(1), "single_llm_max_tokens": Integer(1),
@@ -235,7 +242,9 @@ PIPELINES = {  # each build()'s own parameters (a pipeline takes no key its buil
         "components": Integer(2, 50),
         "shape": OneOf("chain", "tree", "diamond"),  # synthetic/spec.py SHAPES
         "kinds": OneOf("prompt", "choice", "route", "mix"),
-        "options": Integer(2), "input_types": Integer(1), "noise": Number(0, 1), "coupling": Number(0, 1),
+        "options": Integer(2, 128), "input_types": Integer(1),
+        "noise": Number(0, 1), "coupling": Number(0, 1),
+        "interaction": OneOf("none", "on"),  # synthetic/spec.py INTERACTIONS
         "marks": Integer(1), "instance": Integer(0),
     },
     "pipelines.toys.hint.build": {},

@@ -93,7 +93,8 @@ def test_a_users_pipeline_is_typed_by_its_build_annotations(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("command, fix", [("run", "add -m to run one job per value: optimas run -m"),
-                                          ("plan", "`optimas run -m ...` runs a sweep")])
+                                          ("plan", "`optimas run -m ...` runs a sweep"),
+                                          ("headroom", "scan one value at a time")])
 def test_a_sweep_without_m_is_one_line(tmp_path, capsys, command, fix):
     line = refused(capsys, [command, "pipeline=toy_hint,toy_retriever", "method=unoptimized",
                             f"hydra.run.dir={tmp_path / 'run'}"])
@@ -132,15 +133,17 @@ def test_a_pipelines_table_is_its_build_signature(target):
 
 def test_enumerations_match_the_code_that_reads_them():
     from optimas_cli.devices import DTYPES
+    from optimas_cli.lrf.collect import CHOICE_MODES
     from optimas_cli.lrf.train import TrainConfig
     from optimas_cli.methods.optimas import STAGE2_POOLS
     from optimas_cli.methods.sysdpo import VARIANTS
     from optimas_cli.optim.gate import RULES
+    from optimas_cli.optim.loop import ADAPTATION_MODES
     from optimas_cli.optim.prompt import PROPOSERS
     from optimas_cli.optim.rollouts import SAMPLING
     from optimas_cli.optim.settings import ChoiceSettings, WeightsSettings
     from pipelines.hotpotqa.system import RETRIEVERS
-    from pipelines.synthetic.spec import SHAPES
+    from pipelines.synthetic.spec import INTERACTIONS, SHAPES
 
     methods = schema.METHODS
     assert set(schema.DTYPE.choices) == {"auto", *DTYPES}
@@ -150,6 +153,9 @@ def test_enumerations_match_the_code_that_reads_them():
     assert set(methods["optimas_cli.methods.sysdpo.SysDPO"]["sampling"].choices) == set(SAMPLING)
     assert set(schema.PIPELINES["pipelines.hotpotqa.build"]["retriever"].choices) == set(RETRIEVERS)
     assert set(schema.PIPELINES["pipelines.synthetic.system.build"]["shape"].choices) == set(SHAPES)
+    assert set(schema.PIPELINES["pipelines.synthetic.system.build"]["interaction"].choices) == set(INTERACTIONS)
+    assert set(methods["optimas_cli.methods.optimas.Optimas"]["adaptation"].choices) == set(ADAPTATION_MODES)
+    assert set(schema.LRF["collect"]["choices"].choices) == set(CHOICE_MODES)
     assert set(schema.LRF["train"]) == {f.name for f in inspect.signature(TrainConfig).parameters.values()}
     assert set(schema.OPTIMIZER["choice"]) == set(inspect.signature(ChoiceSettings).parameters)
     assert set(schema.OPTIMIZER["weights"]) == set(inspect.signature(WeightsSettings).parameters)
