@@ -39,9 +39,8 @@ def runs_by_phase(ledger: dict) -> dict[str, float]:
 ])
 def test_plan_predicts_the_runs_of_a_toy_exactly(tmp_path, monkeypatch, tiny_backbone, pipeline, method):
     monkeypatch.chdir(tmp_path)  # no earlier run under ./outputs: the plan states its estimates
-    paper = ["method.adaptation=paper"] if method == "optimas" else []  # the plan predicts the paper's Stage 2
     cfg = composed(f"pipeline={pipeline}", f"method={method}", "budget=smoke", f"lrf.backbone={tiny_backbone}",
-                   "lrf.max_length=96", "lrf.judge.enabled=false", *paper)
+                   "lrf.max_length=96", "lrf.judge.enabled=false")
     results = run(cfg, RunFolder(tmp_path / "run"), Console(quiet=True))
     plan = results["plan"]
     assert {p: row["runs"] for p, row in plan["phases"].items() if row["runs"]} == runs_by_phase(results["ledger"])
@@ -102,7 +101,7 @@ def test_plan_command_prints_the_plan_and_writes_nothing(tmp_path):
     proc = optimas("plan", "pipeline=toy_retriever", "budget=smoke", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     total = next(line for line in proc.stdout.splitlines() if line.startswith("total"))
-    assert total.split()[1] == "92.00"  # the executed run's 92 equivalent runs (the test above checks every phase)
+    assert total.split()[1] == "74.00"  # the executed run's 74 equivalent runs (the test above checks every phase)
     assert list(tmp_path.iterdir()) == []  # a plan is not a run: no run folder, no outputs/
     refused = optimas("plan", "pipeline=toy_retriever", "repeats=0", cwd=tmp_path)
     assert refused.returncode == 2 and "repeats must be at least 1" in refused.stderr
@@ -217,3 +216,111 @@ def test_plan_times_a_collection_with_more_candidates_per_input_on_the_embedded_
     assert row["runs"] == pytest.approx(850.0) and row["seconds_from"] == "measured"
     assert row["seconds"] == pytest.approx(3300.0 if batched else 850 * 3300.0 / 350, rel=1e-3)
     assert ("collection timed per input" in render(plan, "t")) is batched
+
+
+SYNTHETIC = ("pipeline=synthetic", "pipeline.components=3", "proposer=pool", "budget=smoke")  # a chain of 3, no LM
+
+
+def test_lazy_adaptation_is_planned_as_an_upper_bound_that_the_run_stays_under(tmp_path, monkeypatch, tiny_backbone):
+    """method.adaptation=lazy (the default) refreshes at most the picked component's r_k per iteration, on
+    budget.fresh_size inputs; what the gate accepts decides how many happen, so the plan gives the bound and says
+    so. It planned paper's adaptation of every r_k after each acceptance instead (here 117 runs, not 60)."""
+    monkeypatch.chdir(tmp_path)
+    cfg = composed(*SYNTHETIC, "budget.iterations=6", "method.scheduler=round_robin", "repeats=1",
+                   f"lrf.backbone={tiny_backbone}", "lrf.max_length=96", "lrf.judge.enabled=false")
+    results = run(cfg, RunFolder(tmp_path / "run"), Console(quiet=True))
+    plan, executed = results["plan"], results["ledger"]["by_phase"]
+    refreshed = [h["details"]["adaptation"] for h in results["history"] if "adaptation" in h.get("details", {})]
+    assert refreshed and all(len(a["components"]) == 1 for a in refreshed)  # lazy ran, one r_k at a time
+    for phase in ("adaptation", "validation", "search_sample"):  # the routes a refresh moves are re-run too
+        assert executed[phase]["runs"] <= plan["phases"][phase]["runs"] + 1e-9
+    text = render(plan, "t")
+    assert "adaptation is an upper bound (method.adaptation=lazy): at most 5.00 refreshes" in text  # iterations 2..6
+    assert "on 3 fresh inputs (budget.fresh_size)" in text
+
+
+def test_lazy_plans_at_most_papers_adaptation_and_none_plans_none():
+    def planned(*overrides: str) -> dict:
+        cfg = composed(*SYNTHETIC, *overrides)
+        return make_plan(cfg, *_pipeline_and_splits(cfg))
+
+    lazy, paper = planned("method.adaptation=lazy"), planned("method.adaptation=paper")
+    # two iterations: lazy refreshes one r_k at most, paper adapts all three after an acceptance
+    assert 0 < lazy["phases"]["adaptation"]["runs"] < paper["phases"]["adaptation"]["runs"]
+    assert "adaptation_bound" in lazy and "adaptation_bound" not in paper
+    assert "upper bound" not in render(paper, "t")
+    for none in (planned("method.adaptation=none"), planned("method=optimas_no_adapt")):
+        assert "adaptation" not in none["phases"] and "adaptation_bound" not in none
+        assert none["phases"]["local_optimization"] == paper["phases"]["local_optimization"]  # the same loop
+
+
+def test_lazy_plans_no_refresh_for_a_component_nothing_can_make_stale():
+    """A toy's one optimizable choice: only its own updates could change what its pairs were drawn under, and
+    those never make them stale (the run's adaptation is 0, which test_plan_predicts_the_runs_of_a_toy_exactly
+    checks exactly)."""
+    cfg = composed("pipeline=toy_retriever", "method=optimas", "budget=smoke", "budget.iterations=50")
+    plan = make_plan(cfg, *_pipeline_and_splits(cfg))
+    assert "adaptation" not in plan["phases"] and "adaptation_bound" not in plan
+
+
+@pytest.mark.parametrize("scheduler", ["uniform", "round_robin"])
+def test_lazy_refreshes_are_the_picks_after_the_first_iteration(scheduler):
+    from optimas_cli.flows.plan import _lazy_refreshes
+
+    cfg = composed(*SYNTHETIC)
+    system = _pipeline_and_splits(cfg)[0].system
+    names = list(system.order)
+    refreshes = _lazy_refreshes(system, names, 8, scheduler)
+    assert sum(refreshes.values()) == pytest.approx(7)  # one per iteration after the first
+    if scheduler == "round_robin":  # iterations 2..8 pick 1, 2, 0, 1, 2, 0, 1
+        assert refreshes == {names[0]: 2.0, names[1]: 3.0, names[2]: 2.0}
+    assert _lazy_refreshes(system, names, 1, scheduler) == {}
+
+
+def test_the_oracle_plans_no_collection_training_judge_or_adaptation(tmp_path, monkeypatch):
+    """lrf=oracle: the exact local reward, with no Stage 1 or Stage 2; the plan counted both."""
+    from optimas_cli.errors import UserError
+
+    monkeypatch.chdir(tmp_path)
+    cfg = composed(*SYNTHETIC, "lrf=oracle", "repeats=1")
+    results = run(cfg, RunFolder(tmp_path / "run"), Console(quiet=True))
+    plan = results["plan"]
+    stages = {"lrf_collection", "lrf_training", "lrf_judge", "adaptation"}
+    assert not stages & set(plan["phases"]) and set(runs_by_phase(results["ledger"])) <= set(plan["phases"])
+    assert plan["phases"]["local_optimization"]["runs"] > 0 and "pairs" not in plan
+    text = render(plan, "t")
+    assert "accepted updates" in text and "preference pairs" not in text and "upper bound" not in text
+    with pytest.raises(UserError, match="lrf=oracle needs a pipeline with an exact model"):  # as the run refuses
+        toy = composed("pipeline=toy_retriever", "method=optimas", "budget=smoke", "lrf=oracle")
+        make_plan(toy, *_pipeline_and_splits(toy))
+
+
+@pytest.mark.parametrize("task", ["collect", "train-lrf"])
+def test_an_lrf_task_refuses_the_oracle_in_one_line(tmp_path, capsys, task):
+    """There is nothing to collect or train for the exact reward: `optimas collect|train-lrf lrf=oracle` and their
+    plans refuse (they collected and trained a MiniLM as if lrf=minilm)."""
+    from optimas_cli.cli import main
+    from tests.cli_runner import optimas
+
+    proc = optimas(task, *SYNTHETIC, "lrf=oracle", cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"optimas {task} has nothing to do with lrf=oracle" in proc.stderr
+    assert not list(tmp_path.rglob("pairs.jsonl"))
+    assert main(["plan", f"task={task}", *SYNTHETIC, "lrf=oracle"]) == 2
+    assert "has nothing to do with lrf=oracle" in capsys.readouterr().err
+
+
+def test_plan_counts_the_choice_values_stage_one_draws(tmp_path, monkeypatch):
+    """lrf.collect.choices=sample draws num_candidates of a choice's values per input, enumerate every one:
+    the plan counts what the collection executes (lrf/collect.expected_collection), exactly here."""
+    from optimas_cli.flows import lrf_tasks
+
+    monkeypatch.chdir(tmp_path)
+    planned = {}
+    for choices in ("sample", "enumerate"):
+        cfg = composed("pipeline=synthetic", "pipeline.components=3", "pipeline.kinds=choice", "pipeline.options=8",
+                       "task=collect", "budget=smoke", f"lrf.collect.choices={choices}")
+        results = lrf_tasks.collect(cfg, RunFolder(tmp_path / choices), Console(quiet=True))
+        planned[choices] = make_plan(cfg, *_pipeline_and_splits(cfg))["phases"]["lrf_collection"]["runs"]
+        assert planned[choices] == results["ledger"]["by_phase"]["lrf_collection"]["runs"]
+    assert planned["sample"] < planned["enumerate"]  # 3 of the 8 values per input, not all 8

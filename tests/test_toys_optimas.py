@@ -21,9 +21,7 @@ def composed(pipeline: str):
         # The smoke budget's loop sizes, but every one of the chapter's queries (the budget caps splits).
         return compose("config", overrides=[f"pipeline={pipeline}", "method=optimas", "budget=smoke",
                                             "budget.train_size=null", "budget.val_size=null",
-                                            "budget.test_size=null", "lrf.judge.enabled=false",
-                                            # the paper's Stage 2, which optimas plan predicts (not yet lazy's)
-                                            "method.adaptation=paper"])
+                                            "budget.test_size=null", "lrf.judge.enabled=false"])
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from collections import Counter
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
+from optimas_cli.errors import UserError
 from optimas_cli.flows.run import ledger_summary
 from optimas_cli.flows.setup import (
     budget_splits,
@@ -20,11 +21,22 @@ from optimas_cli.flows.setup import (
     resolved,
     seed_everything,
 )
+from optimas_cli.lrf.oracle import is_oracle
 from optimas_cli.lrf.stage import collect_initial_pairs, make_buffer, train_initial_lrf
 from optimas_cli.system.run_folder import RunFolder
 
 
+def refuse_oracle(cfg: DictConfig) -> None:
+    """lrf=oracle is the exact local reward, not a learned one: Stage 1 has nothing to collect or train for it."""
+    if is_oracle(cfg.lrf):
+        raise UserError(f"optimas {cfg.task} has nothing to do with lrf=oracle: the exact local reward needs no "
+                        "preference pairs and no training",
+                        "run Optimas on it with `optimas run pipeline=synthetic lrf=oracle`, or collect for a "
+                        "learned reward (lrf=minilm)")
+
+
 def _prepare(cfg: DictConfig, folder: RunFolder, console: Console):
+    refuse_oracle(cfg)
     seed_everything(int(cfg.seed))
     pipeline = build_pipeline(cfg)
     splits = budget_splits(pipeline, build_budget(cfg))

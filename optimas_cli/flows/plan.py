@@ -6,7 +6,12 @@ run's ledger counts with (lrf/collect.py, optim/loop.py, system/ledger.py): a ph
 the validation gate accepts, which no plan can know; the plan assumes the first proposal for each
 component is accepted and every later one rejected, and says so. A per-instance choice proposes
 its routing policy, which after an acceptance equals the current value and is not validated again.
-On the deterministic toys this reproduces the executed runs exactly.
+On the deterministic toys this reproduces the executed runs exactly. Stage 2 follows
+method.adaptation: paper adapts every r_k after each accepted update (planned under that assumption);
+lazy refreshes the picked component's r_k when an accepted update in its context came after its pairs,
+which the plan cannot know either, so it plans the most lazy can spend whatever the gate accepts (a
+refresh in every iteration after the first) and says that this is an upper bound; none adapts nothing.
+lrf=oracle has no Stage 1 or Stage 2: nothing is collected, trained, judged or adapted.
 
 LM calls come from the components that declare `calls_lm`; tokens and seconds per call, and seconds
 per run of each phase, come from the most recent earlier run of the same pipeline under outputs/
@@ -19,7 +24,7 @@ import json
 import math
 import os
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -32,6 +37,8 @@ from optimas_cli.flows.setup import build_budget
 from optimas_cli.lm.local.registry import is_local
 from optimas_cli.lrf.collect import expected_collection
 from optimas_cli.lrf.judge import JUDGE_COMPONENT
+from optimas_cli.lrf.oracle import OracleLRF, is_oracle
+from optimas_cli.lrf.stage import DrawnVersions, collecting_alone
 from optimas_cli.report.paper_tables import optimization_runs
 from optimas_cli.system import Pipeline, Splits
 from optimas_cli.system.component import Component, ConfigKind
@@ -50,12 +57,13 @@ ESTIMATE = {
 COLLECTION_PHASES = ("lrf_collection", "adaptation")  # Stage 1's and Stage 2's preference collection
 PHASES = ("lrf_collection", "lrf_training", "lrf_judge", "local_optimization", SEARCH_SAMPLE_PHASE, "validation",
           "adaptation", "final_validation", "test", "test_initial")
-LOOP_METHODS = {"optimas": True, "optimas_no_adapt": False}  # method -> Stage 2 after an acceptance
+LOOP_METHODS = ("optimas", "optimas_no_adapt")  # Algorithm 1 on r_k; Stage 2 as their method.adaptation says
 ASSUMPTIONS = [
     "every component runs on every input (no `when` skips) and every sampled candidate output is distinct",
     "the first proposal for each component is accepted by the validation gate, every later one rejected",
     "every optimizable component gets preference pairs (skip_unpaired never picks one without)",
 ]
+PAIRS_ASSUMPTION = ASSUMPTIONS[2]  # not made where there are no pairs (lrf=oracle)
 
 
 class PhaseCount:
@@ -73,9 +81,10 @@ class PhaseCount:
             self.calls[comp.name] += n * values_per_input
 
 
-def rerun_counts(system, name: str, n: float, config, phase: PhaseCount) -> None:
-    """run_from(name): the component and everything downstream of it, on n inputs."""
-    for other in (name, *system.downstream(name)):
+def rerun_counts(system, names: str | Sequence[str], n: float, config, phase: PhaseCount) -> None:
+    """run_from(name), or run_changed(names): the components and everything downstream of them, on n inputs."""
+    changed = {c for name in ([names] if isinstance(names, str) else names) for c in (name, *system.downstream(name))}
+    for other in (c for c in system.order if c in changed):
         phase.run(system.components[other], n, system.components[other].values_per_input(config[other]))
 
 
@@ -127,13 +136,32 @@ def _stage1(pipeline: Pipeline, splits: Splits, cfg: DictConfig, phases: dict, p
     return {"pairs": pairs, "lrf_steps": max(int(settings.get("epochs", 10)) * batches, int(lrf.get("min_steps", 0) or 0))}
 
 
-def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, phases: dict, pair_share: float) -> dict:
+def _lazy_refreshes(system, optimizable: list[str], iterations: int, scheduler: str) -> dict[str, float]:
+    """Per component, the most times method.adaptation=lazy can refresh its r_k (optim/loop.py), whatever the gate
+    accepts: when it is picked, at most once per iteration, never in the first (no update is accepted yet) and never
+    for a component with no other optimizable one upstream or downstream of it (no update can make its pairs stale:
+    lrf/stage.DrawnVersions). Its expected picks after the first iteration; round robin's are counted exactly
+    (optim/scheduler.py picks component t mod m in iteration t), prioritized is planned as uniform."""
+    context, m = DrawnVersions(system).context, len(optimizable)
+    refreshes = {}
+    for index, name in enumerate(optimizable):
+        if iterations > 1 and context[name] & set(optimizable):
+            refreshes[name] = (float(len(range(index, iterations, m)) - (index == 0)) if scheduler == "round_robin"
+                               else (iterations - 1) / m)
+    return refreshes
+
+
+def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, phases: dict, pair_share: float) -> dict:
     system, budget, method = pipeline.system, build_budget(cfg), cfg.method
     lrf = OmegaConf.to_container(cfg.lrf, resolve=True)
     collect, train = lrf.get("collect") or {}, lrf.get("train") or {}
     lm_temperature = float(OmegaConf.select(cfg, "lm.temperature", default=0.0) or 0.0)
     config = system.default_config()
-    stage1 = _stage1(pipeline, splits, cfg, phases, pair_share)
+    if is_oracle(lrf):  # the exact local reward: no Stage 1, no Stage 2 (methods/optimas.py)
+        OracleLRF(pipeline)  # a pipeline without an exact model of itself is refused, as the run refuses it
+        stage1, adaptation = {}, "none"
+    else:
+        stage1, adaptation = _stage1(pipeline, splits, cfg, phases, pair_share), str(method.get("adaptation", "lazy"))
 
     optimizable = [n for n in system.order if system.components[n].kind is not ConfigKind.NONE]
     m, search, n_val = len(optimizable), min(int(budget.search_size), len(splits.train)), len(splits.val)
@@ -156,16 +184,36 @@ def _optimas(pipeline: Pipeline, splits: Splits, cfg: DictConfig, adapt: bool, p
         _scaled(lambda p, c=comp: _optimizer(c, search, opt, p), share * iterations, loop_opt)
         validated = first if comp.kind is ConfigKind.CHOICE and comp.per_instance else iterations
         _scaled(lambda p, n=name: rerun_counts(system, n, n_val, config, p), share * validated, val)
-        # an acceptance: the search sample follows the new configuration; Stage 2; routes re-measured
+        # an acceptance: the search sample follows the new configuration; paper's Stage 2; routes re-measured
         _scaled(lambda p, n=name: rerun_counts(system, n, search, config, p), share * first, sample)
-        if adapt:
+        if adaptation == "paper":
             _scaled(lambda p: expected_collection(system, config, fresh, collect, p, lm_temperature), share * first, phases["adaptation"])
             if comp.kind is ConfigKind.CHOICE and comp.per_instance:  # adapted routes: validation and search
                 _scaled(lambda p, n=name: rerun_counts(system, n, n_val, config, p), share * first, val)
                 _scaled(lambda p, n=name: rerun_counts(system, n, search, config, p), share * first, sample)
     accepted = first if optimizable else 0.0
-    stage2 = int(train.get("stage2_steps", 10)) * (accepted if adapt else 0)
-    return {**stage1, "stage2_steps": stage2, "accepted_updates": accepted}
+    adaptations = accepted if adaptation == "paper" else 0.0
+    loop: dict = {}
+    if adaptation == "lazy" and (refreshes := _lazy_refreshes(system, optimizable, iterations, scheduler)):
+        # A refresh moves the LRF routes it rescores (Stage2.scores_changed_by: on a frozen backbone only its own),
+        # which are re-validated and re-run on the search sample: at most every per-instance choice's.
+        routers = [n for n in optimizable if system.components[n].kind is ConfigKind.CHOICE and system.components[n].per_instance]
+        heads, rerouted = lrf.get("train_backbone") == "heads", False
+        for name, times in refreshes.items():
+            _scaled(lambda p, n=name: expected_collection(collecting_alone(system, n), config, fresh, collect, p,
+                                                          lm_temperature), times, phases["adaptation"])
+            if routed := [r for r in routers if r == name or not heads]:
+                rerouted = True
+                _scaled(lambda p, r=routed: rerun_counts(system, r, n_val, config, p), times, val)
+                _scaled(lambda p, r=routed: rerun_counts(system, r, search, config, p), times, sample)
+        adaptations = sum(refreshes.values())
+        loop["adaptation_bound"] = (
+            f"adaptation is an upper bound (method.adaptation=lazy): at most {adaptations:.2f} refreshes, one per "
+            f"iteration after the first, each of the picked component's r_k on {fresh} fresh inputs (budget.fresh_size)"
+            + (", then the LRF routes it moves re-validated" if rerouted else "")
+            + "; how many happen depends on what the gate accepts")
+    stage2 = int(train.get("stage2_steps", 10)) * adaptations
+    return {**stage1, **loop, "stage2_steps": stage2, "accepted_updates": accepted}
 
 
 def _scaled(add, weight: float, into: PhaseCount) -> None:
@@ -195,11 +243,15 @@ def count_phases(pipeline: Pipeline, splits: Splits, cfg: DictConfig,
     loop: dict = {}
     task = lrf_task(cfg)
     if task:  # `optimas collect` / `optimas train-lrf`: Stage 1 only, no method, no test
+        # imported here: lrf_tasks imports flows.run, which imports this module
+        from optimas_cli.flows.lrf_tasks import refuse_oracle
+
+        refuse_oracle(cfg)
         return phases, _stage1(pipeline, splits, cfg, phases, pair_share, train=task == "train-lrf")
     if matched_reference(cfg):  # the cap, not the iterations, ends it: see matched_phase
         pass
     elif method in LOOP_METHODS:
-        loop = _optimas(pipeline, splits, cfg, LOOP_METHODS[method], phases, pair_share)
+        loop = _optimas(pipeline, splits, cfg, phases, pair_share)
     elif method not in ("unoptimized", "single_llm"):
         loop = {"not_planned": f"the optimization phases of method {method!r} are not modelled; "
                                "only the final validation and test are planned"}
@@ -354,10 +406,11 @@ def make_plan(cfg: DictConfig, pipeline: Pipeline, splits: Splits, root: Path = 
                                              "source": price[2]},
         "measured_from": str(earlier[0]) if earlier else None,
         "estimates": {} if earlier else dict(ESTIMATE),
-        "assumptions": (ASSUMPTIONS if cfg.method.name in LOOP_METHODS and not matched_reference(cfg) and not lrf_task(cfg)
+        "assumptions": ([a for a in ASSUMPTIONS if a != PAIRS_ASSUMPTION or "pairs" in loop]
+                        if cfg.method.name in LOOP_METHODS and not matched_reference(cfg) and not lrf_task(cfg)
                         else ASSUMPTIONS[:1]),
         **{k: v for k, v in loop.items() if k in ("accepted_updates", "pairs", "pair_share", "collection_runs_ratio",
-                                                  "not_planned")},
+                                                  "adaptation_bound", "not_planned")},
     }
 
 
@@ -507,6 +560,10 @@ def render(plan: dict, title: str) -> str:
                  if "pair_share" in plan else " (every candidate pair a preference: no earlier run measured the share)")
         lines.append(f"expected preference pairs {plan['pairs']:.0f}{share}" + (
             f", accepted updates {plan['accepted_updates']:.2f}" if "accepted_updates" in plan else ""))
+    elif "accepted_updates" in plan:  # lrf=oracle: no pairs
+        lines.append(f"accepted updates {plan['accepted_updates']:.2f}")
+    if "adaptation_bound" in plan:
+        lines.append(plan["adaptation_bound"])
     if "collection_runs_ratio" in plan:
         lines.append(f"collection timed per input, not per run: it makes {1 / plan['collection_runs_ratio']:.2f}x the "
                      "earlier run's runs per input, which the embedded model generates in one batch per input")

@@ -217,6 +217,20 @@ class DrawnVersions:
             self.drawn[name] = dict(versions)
 
 
+def collecting_alone(system: CompoundSystem, name: str) -> CompoundSystem:
+    """The system in which only `name` has something to collect: expected_collection's count of `name`'s
+    collection alone (a Stage 2 refresh of its r_k). The other components keep their wiring, routes and randomness."""
+    components = []
+    for comp in system.components.values():
+        if comp.name != name and comp.kind is not ConfigKind.NONE:
+            twin = copy.copy(comp)
+            twin.kind = ConfigKind.NONE
+            twin.is_stochastic = comp.is_stochastic  # NONE would read as deterministic downstream
+            comp = twin
+        components.append(comp)
+    return CompoundSystem(components, system.inputs, system.outputs)
+
+
 class Stage2:
     """Stage 2: fresh pairs for the named components under the current configuration, mixed with the replay
     buffer; `versions` tells the loop which local rewards an accepted update has made stale. It keeps what a
@@ -269,22 +283,9 @@ class Stage2:
         (which would otherwise cross the cap by a whole adaptation), and sizes a lazy refresh by it."""
         tally, system = ExecutionTally(), self.pipeline.system
         everything = set(names) >= set(optimizable_components(system))
-        for view in [system] if everything else [self._alone(n) for n in names]:
+        for view in [system] if everything else [collecting_alone(system, n) for n in names]:
             expected_collection(view, config, n_inputs, collect_settings(self.lrf_cfg), tally, decoding_temperature(ctx))
         return tally.executions / len(system)
-
-    def _alone(self, name: str) -> CompoundSystem:
-        """The system in which only `name` has something to collect: expected_collection's count of `name`'s
-        collection alone. The other components keep their wiring, routes and randomness."""
-        components = []
-        for comp in self.pipeline.system.components.values():
-            if comp.name != name and comp.kind is not ConfigKind.NONE:
-                twin = copy.copy(comp)
-                twin.kind = ConfigKind.NONE
-                twin.is_stochastic = comp.is_stochastic  # NONE would read as deterministic downstream
-                comp = twin
-            components.append(comp)
-        return CompoundSystem(components, self.pipeline.system.inputs, self.pipeline.system.outputs)
 
     def _weights(self, n: int) -> Path:
         return self.folder.file(LRF_CHECKPOINTS) / f"after-{n}-adaptations"
