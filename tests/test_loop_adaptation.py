@@ -60,3 +60,12 @@ def test_a_small_run_cap_holds_with_lazy_refreshes(tiny_bert, tmp_path):
     capped = synthetic_run(tiny_bert, tmp_path / "capped", "lazy", f"budget.max_runs={cap}")
     assert capped["stopped"] == "max_runs" and optimization_runs(capped) <= cap + 1e-6, capped["ledger"]["by_phase"]
     assert len(capped["history"]) < len(free["history"])
+
+
+def test_stage_1_never_starts_a_collection_the_run_cap_cannot_hold(tiny_bert, tmp_path):
+    free = synthetic_run(tiny_bert, tmp_path / "free", "lazy")
+    stage1 = free["ledger"]["by_phase"]["lrf_collection"]["runs"]
+    cap = round(stage1 / 2, 1)  # Stage 1 alone needs twice the cap: it stops between two components
+    capped = synthetic_run(tiny_bert, tmp_path / "capped", "lazy", f"budget.max_runs={cap}")
+    assert capped["stopped"] == "max_runs" and 0 < capped["ledger"]["by_phase"]["lrf_collection"]["runs"] <= cap
+    assert optimization_runs(capped) <= cap

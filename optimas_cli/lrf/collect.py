@@ -293,10 +293,12 @@ def collect_all(
     components: Iterable[str] | None = None,
     on_pairs: Callable[[str, list[PreferencePair]], None] | None = None,
     stats: dict | None = None,
+    before: Callable[[str], None] | None = None,
     **options: Any,
 ) -> dict[str, list[PreferencePair]]:
     """Pairs for every optimizable component (or those named), calling `on_pairs(name, pairs)`
-    after each so the caller can persist progress and resume by passing the remaining names.
+    after each so the caller can persist progress and resume by passing the remaining names, and
+    `before(name)` before each (a run cap's check of the collection it is about to start).
 
     `options` are collect_pairs' keyword arguments (num_candidates, mc_repeats, epsilon, ...);
     `stats`, if given, maps each component name to its collection counts.
@@ -307,6 +309,8 @@ def collect_all(
         raise UserError(f"unknown component(s) {unknown}", f"choose among {list(system.components)}")
     result: dict[str, list[PreferencePair]] = {}
     for name in names:
+        if before is not None:
+            before(name)
         counts: dict = {}
         result[name] = collect_pairs(system, config, name, examples, ctx, metric, stats=counts, **options)
         if stats is not None:

@@ -74,10 +74,14 @@ def collect_initial_pairs(
             console.print(f"  collected {len(pairs)} pairs for [bold]{name}[/] · runs so far {ctx.ledger.equivalent_runs():.1f}")
         check_caps(ctx)  # a safe point: this component's pairs and the accounts are saved
 
+    def fits(name: str) -> None:  # a component's collection that would cross the run cap is not started
+        check_caps(ctx, {"max_runs": expected_collection_runs(pipeline.system, config, [name], len(examples),
+                                                              lrf_cfg, ctx)})
+
     if todo:
         with ctx.ledger.timed(COLLECTION_PHASE):
             collect_all(pipeline.system, config, examples, ctx.replace(phase=COLLECTION_PHASE), pipeline.metric,
-                        components=todo, on_pairs=persist, stats=stats, **collect_settings(lrf_cfg))
+                        components=todo, on_pairs=persist, stats=stats, before=fits, **collect_settings(lrf_cfg))
     # Pairs of a component whose collection was cut short are not marked done: drop them.
     pairs = load_pairs(folder.file(PAIRS_FILE)) if folder.file(PAIRS_FILE).exists() else []
     return [p for p in pairs if p.component in done]
@@ -231,6 +235,18 @@ def collecting_alone(system: CompoundSystem, name: str) -> CompoundSystem:
     return CompoundSystem(components, system.inputs, system.outputs)
 
 
+def expected_collection_runs(system: CompoundSystem, config: SystemConfig, names: Sequence[str], n_inputs: int,
+                             lrf_cfg: Mapping, ctx: RunContext) -> float:
+    """The executed runs collecting `names` on `n_inputs` inputs will take under `config` (at most: every
+    sampled candidate distinct), by optimas plan's arithmetic: what a run cap checks before a collection
+    (Stage 1's per component, a Stage 2 adaptation) starts, and what sizes a lazy refresh."""
+    tally = ExecutionTally()
+    everything = set(names) >= set(optimizable_components(system))
+    for view in [system] if everything else [collecting_alone(system, n) for n in names]:
+        expected_collection(view, config, n_inputs, collect_settings(lrf_cfg), tally, decoding_temperature(ctx))
+    return tally.executions / len(system)
+
+
 class Stage2:
     """Stage 2: fresh pairs for the named components under the current configuration, mixed with the replay
     buffer; `versions` tells the loop which local rewards an accepted update has made stale. It keeps what a
@@ -281,11 +297,7 @@ class Stage2:
         """The executed runs collecting `names` on `n_inputs` inputs will take under `config` (at most: every
         sampled candidate distinct), by optimas plan's arithmetic. A run cap checks it before Stage 2 starts
         (which would otherwise cross the cap by a whole adaptation), and sizes a lazy refresh by it."""
-        tally, system = ExecutionTally(), self.pipeline.system
-        everything = set(names) >= set(optimizable_components(system))
-        for view in [system] if everything else [collecting_alone(system, n) for n in names]:
-            expected_collection(view, config, n_inputs, collect_settings(self.lrf_cfg), tally, decoding_temperature(ctx))
-        return tally.executions / len(system)
+        return expected_collection_runs(self.pipeline.system, config, names, n_inputs, self.lrf_cfg, ctx)
 
     def _weights(self, n: int) -> Path:
         return self.folder.file(LRF_CHECKPOINTS) / f"after-{n}-adaptations"
