@@ -79,6 +79,19 @@ def test_proposals_that_never_beat_the_initial_configuration_leave_it_unchanged(
     assert outcome.extras["gepa"]["changed"] == [] and outcome.extras["gepa"]["kept_candidate"] == 0
 
 
+def test_a_failing_reflection_lm_ends_the_run_with_its_error_instead_of_being_logged_past(tmp_path):
+    """GEPA logs a reflection that raised and goes on; a run whose LM cannot answer would spend its budget
+    on minibatches that propose nothing."""
+
+    def unreachable(prompt):
+        raise UserError("lm server at http://localhost:1 does not answer", "start it")
+
+    pipeline = capitals()
+    with pytest.raises(UserError, match="does not answer"):
+        optimize_and_test(GEPA(smoke_budget(iterations=3)), pipeline, pipeline.splits, reflection_lm(unreachable),
+                          tmp_path)
+
+
 def prompt_chain(**settings):
     """The simulator with K=3 prompt components: no LM in the system, only GEPA's reflection calls one."""
     return build(**{"components": 3, "kinds": "prompt", "options": 8, "input_types": 2, "noise": 0.0, "instance": 1,

@@ -54,8 +54,8 @@ class HistoryRecorder:
     """GEPA's callbacks, turned into one HistoryEntry per proposal GEPA judged, and GEPA's stop rule for
     the run: a reached cap, or an error GEPA would otherwise go on past (re-raised after GEPA returns)."""
 
-    def __init__(self, method: GEPA, ctx, n_val: int):
-        self.method, self.ctx, self.n_val = method, ctx, n_val
+    def __init__(self, method: GEPA, ctx, n_val: int, reflection: RunReflectionLM):
+        self.method, self.ctx, self.n_val, self.reflection = method, ctx, n_val, reflection
         self.history: list[HistoryEntry] = []
         self.best_total: float | None = None  # the best validation total so far (the seed's first)
         self.parent: dict = {}  # the candidate GEPA mutates this iteration
@@ -63,7 +63,11 @@ class HistoryRecorder:
         self.error: BaseException | None = None
 
     def __call__(self, state) -> bool:  # a GEPA stopper, asked before each iteration
-        return self.error is not None or cap_reached(self.ctx)
+        return self.failure() is not None or cap_reached(self.ctx)
+
+    def failure(self) -> BaseException | None:
+        """An error in an evaluation or in the reflection LM, which GEPA logged and went on past."""
+        return self.error or self.reflection.error
 
     def on_candidate_selected(self, event) -> None:
         self.parent = event["candidate"]
@@ -143,7 +147,7 @@ class GEPA(Method):
         adapter = SystemAdapter(pipeline, splits, prompt_names, ctx)
         reflection = RunReflectionLM(ctx.replace(phase="local_optimization"), self.max_tokens, self.temperature)
         max_calls, until_cap = self.metric_calls(len(system), len(splits.val), ctx)
-        recorder = HistoryRecorder(self, ctx, len(splits.val))
+        recorder = HistoryRecorder(self, ctx, len(splits.val), reflection)
         self.console.print(f"[bold]GEPA[/] · {prompt_names} · max_metric_calls {max_calls}"
                            + (f" (the run cap of {ctx.caps.max_runs:g} executed runs ends it)" if until_cap else "")
                            + f" · minibatches of {self.minibatch_size}")
@@ -159,8 +163,8 @@ class GEPA(Method):
                     raise_on_exception=False)  # a cap ends an iteration midway; the stopper then ends GEPA
             except CapReached:  # before the seed candidate's validation: nothing to choose from
                 ended = str(ctx.caps.stopped)
-        if recorder.error is not None:
-            raise recorder.error
+        if recorder.failure() is not None:
+            raise recorder.failure()
         if ctx.caps is not None and ctx.caps.stopped is not None:
             ended = str(ctx.caps.stopped)
         elif result is not None:

@@ -56,6 +56,7 @@ class RunReflectionLM:
     def __init__(self, ctx: RunContext, max_tokens: int, temperature: float):
         self.ctx, self.max_tokens, self.temperature = ctx, int(max_tokens), float(temperature)
         self.calls = 0
+        self.error: BaseException | None = None  # GEPA logs a failed reflection and goes on; the method re-raises it
         self._lock = threading.Lock()
 
     def __call__(self, prompt: str | list[dict]) -> str:
@@ -67,7 +68,12 @@ class RunReflectionLM:
             self.calls += len(messages_list)
         requests = [LMRequest(messages=m, temperature=self.temperature, max_tokens=self.max_tokens, seed=self.ctx.seed,
                               sample_index=self.ctx.sample_index + first + i) for i, m in enumerate(messages_list)]
-        return [r.texts[0] for r in self.ctx.lm.complete(requests, component=REFLECTION_TAG, phase=self.ctx.phase)]
+        try:
+            responses = self.ctx.lm.complete(requests, component=REFLECTION_TAG, phase=self.ctx.phase)
+        except Exception as error:
+            self.error = self.error or error
+            raise
+        return [r.texts[0] for r in responses]
 
 
 def _cut(value) -> str:
