@@ -17,6 +17,10 @@ ahead, so the cap is never crossed, and GEPA stops at the next iteration. Withou
 iterations proposals' worth: the seed's validation, then per proposal the parent and the child on a
 minibatch and the child on validation.
 
+History: one entry per proposal GEPA judged, either rejected on its training minibatch (nothing
+validated) or scored on validation, `accepted` when that total is strictly above the best so far (a
+child below it still joins GEPA's pool, where it may parent later proposals).
+
 Final configuration: GEPA's best candidate (the highest validation mean), kept only if its validation
 total is strictly above the initial configuration's (the gate of the other methods; GEPA's validation
 set is our whole validation split, so no extra run is needed), else the initial configuration.
