@@ -180,6 +180,11 @@ METHODS = {
         "tip_aware": Flag(), "fewshot_aware": Flag(), "few_shot": Flag(), "max_bootstrapped_demos": Integer(0),
         "max_labeled_demos": Integer(0),
     }),
+    "optimas_cli.methods.gepa.GEPA": Node({
+        **METHOD, "max_metric_calls": Integer(1, null=True), "reflection_minibatch_size": Integer(1),
+        "candidate_selection": OneOf("pareto", "current_best", "epsilon_greedy", "top_k_pareto"),  # gepa.optimize's
+        "module_selector": OneOf("round_robin", "all"), "max_tokens": Integer(1), "temperature": Number(at_least=0),
+    }),
     "optimas_cli.methods.llmselector.LLMSelector": Node({
         "_target_": Text(), "name": Text(), "components": ListOf(Text(), null=True),
         "rounds": Integer(1, null=True), "sample_size": Integer(1, null=True),

@@ -12,10 +12,10 @@ from optimas_cli.report.proposers import proposer_label
 from optimas_cli.report.runs import Run
 from optimas_cli.report.variants import natural_key
 
-METHOD_ORDER = ["unoptimized", "single_llm", "llmselector", "dspy", "textgrad", "hbc", "reinforce", "sysdpo",
+METHOD_ORDER = ["unoptimized", "single_llm", "llmselector", "dspy", "textgrad", "gepa", "hbc", "reinforce", "sysdpo",
                 "coordinate_ascent", "tpe", "random_reward", "global_reward", "optimas_no_adapt", "optimas"]
 METHOD_LABELS = {"unoptimized": "Unoptimized", "single_llm": "Single LLM", "llmselector": "LLMSelector",
-                 "dspy": "DSPy", "textgrad": "TextGrad", "hbc": "HBC", "global_reward": "Global reward",
+                 "dspy": "DSPy", "textgrad": "TextGrad", "gepa": "GEPA", "hbc": "HBC", "global_reward": "Global reward",
                  "random_reward": "Random reward", "reinforce": "REINFORCE", "sysdpo": "SysDPO",
                  "coordinate_ascent": "Coordinate ascent", "tpe": "TPE", "optimas_no_adapt": "Optimas w/o adapt", "optimas": "Optimas"}
 # Table 2 compares Optimas with these; the ablations (random_reward, global_reward, optimas_no_adapt) are shown, not compared.
