@@ -5,6 +5,7 @@ nothing is run). The docs' command blocks are held to the same rule."""
 import os
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,7 @@ def problem(command: str) -> str | None:
     args = [w for w in words[2:] if w not in ("-m", "--multirun", "--dry-run")]
     cwd = next((d for flag, d in WORKING_DIR.items() if flag in command), ROOT)
     here = os.getcwd()
+    sys.path.insert(0, str(cwd))  # as `optimas` does: a user's pipeline module beside their config imports
     try:
         os.chdir(cwd)
         found = search_path(args)
@@ -88,6 +90,7 @@ def problem(command: str) -> str | None:
         return str(err)
     finally:
         os.chdir(here)
+        sys.path.remove(str(cwd))
     return None
 
 

@@ -19,7 +19,7 @@ METHOD_LABELS = {"unoptimized": "Unoptimized", "single_llm": "Single LLM", "llms
                  "random_reward": "Random reward", "reinforce": "REINFORCE", "sysdpo": "SysDPO",
                  "coordinate_ascent": "Coordinate ascent", "tpe": "TPE", "optimas_no_adapt": "Optimas w/o adapt", "optimas": "Optimas"}
 # Table 2 compares Optimas with these; the ablations (random_reward, global_reward, optimas_no_adapt) are shown, not compared.
-BASELINES = {"unoptimized", "single_llm", "llmselector", "dspy", "textgrad", "hbc", "reinforce", "sysdpo"}
+BASELINES = {"unoptimized", "single_llm", "llmselector", "dspy", "textgrad", "gepa", "tpe", "hbc", "reinforce", "sysdpo"}
 
 
 def method_key(method: str, variant: str = "") -> tuple:
