@@ -117,5 +117,5 @@ def test_an_error_raised_in_build_names_its_file_and_line_in_one_line(project, c
                    f"hydra.run.dir={project / 'out'}", cwd=project)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines() == [
-        f"optimas: qa_chain.build() raised KeyError: 'no_such_field' at {source}:{line} — fix the pipeline's "
+        f"optimas: qa_chain.build() raised KeyError: 'no_such_field' at qa_chain.py:{line} — fix the pipeline's "
         "build() there (see docs/own_pipeline.md)"]

@@ -135,7 +135,10 @@ def build_failed(target: str, exc: BaseException) -> UserError:
     inside = [f for f in frames if home and os.path.abspath(f.filename).startswith(home + os.sep)]
     where = (inside or frames)[-1] if frames else None
     message = (str(exc).strip().splitlines() or [""])[0]
-    at = f" at {where.filename}:{where.lineno}" if where else ""
+    shown = where and os.path.abspath(where.filename)
+    if shown and shown.startswith(os.getcwd() + os.sep):  # the user's own folder: the short name they know
+        shown = os.path.relpath(shown)
+    at = f" at {shown}:{where.lineno}" if where else ""
     return UserError(f"{target}() raised {type(exc).__name__}: {message}{at}",
                      "fix the pipeline's build() there (see docs/own_pipeline.md)")
 
