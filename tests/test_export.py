@@ -100,3 +100,6 @@ def test_bad_input_is_one_line(run, tmp_path, capsys):
     (tmp_path / "notes.yaml").write_text("a: 1\n")
     with pytest.raises(UserError, match="is not an optimas export"):
         optimas.load(tmp_path / "notes.yaml")
+    (tmp_path / "cut.yaml").write_text("format: optimas-export/1\nseed: 0\n")
+    with pytest.raises(UserError, match="lacks part of an export"):
+        optimas.load(tmp_path / "cut.yaml")

@@ -29,7 +29,7 @@ class SavedSystem:
     (adapter paths made absolute) and the local reward model's folder (None: nothing routes by it)."""
 
     cfg: DictConfig
-    values: dict
+    values: dict | None  # None: the run wrote no best_config.json
     lrf: Path | None
     source: Path
 
@@ -46,7 +46,10 @@ def from_run_folder(folder: Path) -> SavedSystem:
     from optimas_cli.lrf.stage import LRF_DIR  # here: the stage's imports (torch) load only for a run folder
 
     best = folder / "best_config.json"
-    values = adapters_found_in(json.loads(best.read_text()), folder.resolve()) if best.is_file() else None
+    try:
+        values = adapters_found_in(json.loads(best.read_text()), folder.resolve()) if best.is_file() else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError(f"{best} is not valid JSON", "restore it, or run the experiment again") from None
     lrf = folder / LRF_DIR
     return SavedSystem(OmegaConf.load(saved), values, lrf if lrf.is_dir() else None, best if best.is_file() else folder)
 
@@ -63,21 +66,27 @@ def from_export(path: Path) -> SavedSystem:
         raise UserError(f"{path} is not an optimas export (no `format: {FORMAT}`)",
                         "pass a file written by `optimas export`, or a run folder")
     here = path.resolve().parent
-    cfg = OmegaConf.create({"pipeline": data["pipeline"]["settings"], "lm": data["lm"], "seed": data["seed"],
-                            "data_dir": None})
-    values = {name: _absolute(value, here) for name, value in data["components"].items()}
+    try:
+        cfg = OmegaConf.create({"pipeline": data["pipeline"]["settings"], "lm": data["lm"], "seed": data["seed"],
+                                "data_dir": None})
+        values = {name: _absolute(value, here) for name, value in data["components"].items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise UserError(f"{path} lacks part of an export ({type(exc).__name__}: {exc})",
+                        "export the run again with `optimas export <run folder>`") from None
     return SavedSystem(cfg, values, here / data["lrf"] if data.get("lrf") else None, path)
 
 
 def export_run(folder: Path, out: Path | None = None) -> Path:
     """Write the export of run `folder` to `out` (default <folder>/export.yaml); returns where."""
-    saved = from_run_folder(folder)
-    if saved.values is None:
+    saved, results = from_run_folder(folder), _results(folder)
+    if saved.values is None and not results:
         raise UserError(f"{folder} holds no best_config.json: the run did not finish",
                         f"continue it with its command plus resume={folder}, then export it")
+    if saved.values is None:
+        raise UserError(f"{folder} holds no best_config.json: an `optimas {results.get('method')}` folder "
+                        "configures no system", "export the folder of an `optimas run`")
     out = out or folder / EXPORT_FILE
     here = out.resolve().parent
-    results = _results(folder)
     cfg = OmegaConf.to_container(saved.cfg, resolve=True)
     data = {
         "format": FORMAT,
