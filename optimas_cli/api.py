@@ -6,17 +6,22 @@ overrides, and load a finished run's optimized system to call it on new inputs.
     result = optimas.run("pipeline=toy_hint", "method=unoptimized")   # the same overrides as `optimas run`
     result.test["mean"], result.folder
     system = optimas.load(result.folder)       # configuration, LoRA adapters and LRF routes of that run
+    system = optimas.load("export.yaml")        # or the file `optimas export <run folder>` wrote
     system({"question": "...", ...})            # -> the system's final outputs for that input
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from optimas_cli.errors import UserError
+
+if TYPE_CHECKING:
+    from optimas_cli.flows.export import SavedSystem
 
 
 @dataclass
@@ -76,22 +81,24 @@ def run(*overrides: str, folder: str | Path | None = None, console: Console | No
 class OptimizedSystem:
     """A finished run's compound system with the configuration it found: call it on new inputs."""
 
-    def __init__(self, folder: Path, cfg: DictConfig):
-        from optimas_cli.flows.evaluate import lrf_folder, saved_config
+    def __init__(self, saved: SavedSystem, cfg: DictConfig):
+        from optimas_cli.flows.evaluate import fitting_config
         from optimas_cli.flows.setup import LazyLM, build_pipeline, seed_everything
-        from optimas_cli.system import RunContext, RunLedger
+        from optimas_cli.system import LRF_ROUTE, RunContext, RunLedger, route_of
 
-        self.folder, self.cfg = folder, cfg
+        self.source, self.cfg = saved.source, cfg
         seed_everything(int(cfg.seed))
         self.pipeline = build_pipeline(cfg)
-        best = folder / "best_config.json"
-        self.config = saved_config(self.pipeline, best if best.is_file() else None)  # adapters found in `folder`
-        lrf = lrf_folder(self.config, best, None)
+        self.config = (self.pipeline.system.default_config() if saved.values is None
+                       else fitting_config(self.pipeline, saved.values, str(saved.source)))
         self.lrf = None
-        if lrf is not None:
+        if any(route_of(value) == LRF_ROUTE["route"] for value in self.config.values()):
+            if saved.lrf is None or not saved.lrf.is_dir():
+                raise UserError(f"{saved.source} routes by the local reward, and {saved.lrf or 'no lrf folder'} "
+                                "holds no reward model", "keep the run's lrf/ folder where the export names it")
             from optimas_cli.lrf.model import LocalRewardModel
 
-            self.lrf = LocalRewardModel.load(lrf)
+            self.lrf = LocalRewardModel.load(saved.lrf)
         self.ctx = RunContext(ledger=RunLedger(len(self.pipeline.system)), lm=LazyLM(cfg.lm), lrf=self.lrf,
                               seed=int(cfg.seed), phase="serve")
 
@@ -120,24 +127,14 @@ class OptimizedSystem:
         return evaluate(self.pipeline, self.config, examples, self.ctx.replace(phase="test"), repeats)
 
 
-def load(folder: str | Path, *overrides: str) -> OptimizedSystem:
-    """The optimized system of a finished run folder: its pipeline (from config.yaml), configuration
-    (best_config.json), LoRA adapters and local reward model (lrf/, for per-input routes). `overrides`
-    change the saved config (e.g. "lm.api_base=http://..."), never what the run found."""
-    folder = Path(folder)
-    saved = next((folder / n for n in ("config.resumed.yaml", "config.yaml") if (folder / n).is_file()), None)
-    if saved is None:
-        raise UserError(f"{folder} holds no config.yaml", "pass a run folder written by `optimas run`")
-    cfg = OmegaConf.load(saved)
-    results = folder / "results.json"
-    if results.is_file():
-        import json
+def load(path: str | Path, *overrides: str) -> OptimizedSystem:
+    """The optimized system of a finished run folder (its config.yaml, best_config.json, LoRA adapters and
+    lrf/ for per-input routes) or of a file written by `optimas export` (the same, in one file).
+    `overrides` change the saved config (e.g. "lm.api_base=http://...", "data_dir=..."), never what the
+    run found."""
+    from optimas_cli.flows.export import from_export, from_run_folder
 
-        method = json.loads(results.read_text()).get("method")
-        if method == "single_llm":
-            raise UserError(f"{folder} is a single_llm run: it replaced the system by one LM call",
-                            "load a run of a method that configures the compound system")
-    if overrides:
-        cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
-    return OptimizedSystem(folder, cfg)
-
+    path = Path(path)
+    saved = from_export(path) if path.is_file() else from_run_folder(path)
+    cfg = OmegaConf.merge(saved.cfg, OmegaConf.from_dotlist(list(overrides))) if overrides else saved.cfg
+    return OptimizedSystem(saved, cfg)

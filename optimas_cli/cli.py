@@ -40,6 +40,8 @@ usage:
   optimas eval [key=value ...]        score a configuration (config_file=<run>/best_config.json) on the test
                                       split, or on every example of eval_file=<examples.jsonl>
   optimas report <run folders>        Table 2/3/4-style reports from finished runs
+  optimas export <run> [--out FILE]   the optimized system as one readable YAML/JSON file, for
+                                      optimas_cli.api.load in your own code (default <run>/export.yaml)
   optimas show <run> [<other run>]    per-component summary and examples of a run, or two runs lined up
                                       (--failed, --component NAME, --limit N, --split test|validation)
   optimas list                        pipelines, methods, LM backends, LRF backbones, budgets
@@ -263,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
         from optimas_cli.report.show import show_main
 
         return show_main(rest)
+    if command == "export":
+        from optimas_cli.flows.export import export_main
+
+        return export_main(rest)
     if command == "plan":
         return plan_command(rest)
     if command == "headroom":

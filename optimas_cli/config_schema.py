@@ -257,9 +257,15 @@ PIPELINES = {  # each build()'s own parameters (a pipeline takes no key its buil
     "pipelines.toys.retriever.build": {},
 }
 
+# MLflow 3 refuses its file store (file:./mlruns, a bare folder) at the first call, after the whole run:
+# a database file or a server is refused nothing, so the URI needs a scheme other than file:.
+MLFLOW_URI = Text(pattern=r"(?!file:)([A-Za-z][A-Za-z0-9+.-]*:.+|databricks(-uc)?)",
+                  meaning="a database or server URI: sqlite:///mlflow.db (a local file), postgresql://..., "
+                          "http://host:5000; MLflow's file store (file:./mlruns) is in maintenance mode "
+                          "(`mlflow migrate-filestore` moves an existing ./mlruns into sqlite)")
 TRACKING = {
     "none": Node({"name": Text()}),
-    "mlflow": Node({"name": Text(), "uri": Text(), "experiment": Text(), "artifact_location": Text(null=True)}),
+    "mlflow": Node({"name": Text(), "uri": MLFLOW_URI, "experiment": Text(), "artifact_location": Text(null=True)}),
     "wandb": Node({"name": Text(), "project": Text(), "entity": Text(null=True),
                    "mode": OneOf("online", "offline", "disabled"), "dir": Text()}),
 }

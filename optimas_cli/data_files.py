@@ -13,12 +13,29 @@ from typing import Any
 from optimas_cli.errors import DataError
 
 DATA_ENV = "OPTIMAS_DATA_DIR"
+# The folder `make` points $OPTIMAS_DATA_DIR at (../shared/data beside the checkout): an activated venv
+# or an IDE finds the same data without the variable.
+CHECKOUT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
 def data_root(data_dir: str | os.PathLike | None) -> Path | None:
-    """The configured data directory (`data_dir`, else $OPTIMAS_DATA_DIR), or None when neither is set."""
+    """The configured data directory (`data_dir`, else $OPTIMAS_DATA_DIR, else ../shared/data beside the
+    checkout when it exists), or None when there is none."""
     chosen = data_dir or os.environ.get(DATA_ENV)
-    return Path(chosen).expanduser() if chosen else None
+    if chosen:
+        return Path(chosen).expanduser()
+    return CHECKOUT_DATA if CHECKOUT_DATA.is_dir() else None
+
+
+def where_looked(data_dir: str | os.PathLike | None = None) -> str:
+    """The data directory searched, and how it was chosen, for an error that names it."""
+    if data_dir:
+        return f"data_dir={data_dir}"
+    if os.environ.get(DATA_ENV):
+        return f"${DATA_ENV}={os.environ[DATA_ENV]}"
+    if CHECKOUT_DATA.is_dir():
+        return f"{CHECKOUT_DATA} (${DATA_ENV} unset)"
+    return f"no data directory: data_dir and ${DATA_ENV} unset, and {CHECKOUT_DATA} does not exist"
 
 
 def local_file(data_dir: str | os.PathLike | None, *parts: str) -> Path | None:
@@ -30,9 +47,9 @@ def local_file(data_dir: str | os.PathLike | None, *parts: str) -> Path | None:
     return path if path.exists() else None
 
 
-def missing_data(what: str, parts: tuple[str, ...], hub_hint: str) -> DataError:
+def missing_data(what: str, parts: tuple[str, ...], hub_hint: str, data_dir: str | os.PathLike | None = None) -> DataError:
     return DataError(
-        f"{what} not found: expected {'/'.join(parts)} under the data directory",
+        f"{what} not found: expected {'/'.join(parts)} under the data directory (looked in {where_looked(data_dir)})",
         f"set data_dir=<folder> (or ${DATA_ENV}) to a folder holding it, or go online so {hub_hint} can be loaded",
     )
 

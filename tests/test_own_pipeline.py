@@ -105,3 +105,17 @@ def test_a_data_error_inside_build_is_the_same_one_line_for_run_and_plan(tmp_pat
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
         lines.append(proc.stderr.strip())
     assert lines[0] == lines[1] and lines[1].startswith("optimas: PubMedQA not found: expected pubmedqa/ori_pqal.json")
+
+
+@pytest.mark.parametrize("command", ["run", "plan", "eval"])
+def test_an_error_raised_in_build_names_its_file_and_line_in_one_line(project, command):
+    source = project / "qa_chain.py"
+    code = source.read_text()
+    line = code.splitlines().index("    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]") + 1
+    source.write_text(code.replace("json.loads(line) for line", "json.loads(line)['no_such_field'] for line"))
+    proc = optimas(command, "--config-dir", "conf", "pipeline=qa_chain", "method=unoptimized",
+                   f"hydra.run.dir={project / 'out'}", cwd=project)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"optimas: qa_chain.build() raised KeyError: 'no_such_field' at qa_chain.py:{line} — fix the pipeline's "
+        "build() there (see docs/own_pipeline.md)"]

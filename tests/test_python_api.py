@@ -62,6 +62,22 @@ def test_a_loaded_system_reproduces_the_runs_test_outputs(example):
     assert system.evaluate([rows[line["key"]] for line in traced])["mean"] == results["test"]["mean"]
 
 
+def test_an_export_loads_to_the_runs_best_configuration_and_its_outputs(example, tmp_path):
+    """`optimas export` to a file outside the run folder, loaded back: the LRF routes find the run's lrf/
+    through the file's relative path, and the outputs are the run's own test outputs."""
+    from optimas_cli.cli import main
+
+    cwd, _ = example
+    (folder,) = [p.parent for p in cwd.glob("outputs/*/*-toy_hint-optimas/results.json")]
+    results = json.loads((folder / "results.json").read_text())
+    out = tmp_path / "deploy" / "hint.yaml"
+    assert main(["export", str(folder), "--out", str(out)]) == 0
+    system = optimas.load(out)
+    assert system.lrf is not None and system.config.to_dict() == results["best_config"]
+    traced = [line for line in read_predictions(folder / PREDICTIONS) if line["split"] == "test"]
+    assert system([line["input"] for line in traced]) == [line["output"] for line in traced]
+
+
 def test_run_checks_overrides_as_the_command_line_does(tmp_path):
     with pytest.raises(UserError, match="unknown pipeline 'nope'"):
         optimas.run("pipeline=nope")

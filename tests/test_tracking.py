@@ -45,8 +45,11 @@ def test_the_record_holds_what_the_run_folder_and_the_report_say(optimas_run):
     assert [r["accepted"] for r in record.iterations] == [float(e["accepted"]) for e in history]
     assert [r["gate_delta"] for r in record.iterations] == [e["gate"]["delta"] for e in history]
     assert [r["val_delta"] for r in record.iterations] == [e["val_candidate"] - e["val_before"] for e in history]
-    for name, component in results["lrf"]["components"].items():
-        assert record.metrics[f"lrf.{name}.n_pairs"] == component["n_pairs"]
+    for name, component in results["lrf"]["components"].items():  # n_pairs counts the test pairs only
+        assert record.metrics[f"lrf.{name}.test_pairs"] == component["n_pairs"]
+        assert record.metrics[f"lrf.{name}.train_pairs"] == component["pairs"]["trained"]
+        assert f"lrf.{name}.n_pairs" not in record.metrics
+    assert record.metrics["lrf.train_pairs"] == results["lrf"]["n_train_pairs"] > 0
     assert record.metrics["ledger.runs"] == results["ledger"]["runs"]
     assert record.metrics["ledger.tokens"] == results["ledger"]["tokens"]
     assert {p.name for p in record.artifacts} >= {"results.json", "best_config.json", "config.yaml"}
@@ -169,3 +172,18 @@ def test_a_missing_tracker_package_is_one_line_before_the_run(monkeypatch):
     with pytest.raises(UserError, match=r"tracking=mlflow needs the mlflow-skinny package.*pip install -e '\.\[mlflow\]'"):
         check_installed("mlflow")
     check_installed("none")  # nothing to install
+
+
+@pytest.mark.parametrize("uri", ["file:./mlruns", "./mlruns", "mlruns"])
+def test_mlflows_file_store_is_refused_before_the_run_with_the_database_store_named(tmp_path, uri):
+    proc = optimas("plan", "pipeline=toy_hint", "method=unoptimized", "tracking=mlflow", f"tracking.uri={uri}", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"optimas: tracking.uri={uri!r} is not allowed") and "sqlite:///mlflow.db" in line
+
+
+def test_a_database_or_server_uri_is_accepted(tmp_path):
+    for uri in (f"sqlite:///{tmp_path / 'mlflow.db'}", "http://localhost:5000", "databricks"):
+        proc = optimas("plan", "pipeline=toy_hint", "method=unoptimized", "tracking=mlflow", f"tracking.uri={uri}",
+                       cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]

@@ -103,13 +103,19 @@ def saved_config(pipeline: Pipeline, config_file) -> SystemConfig:
     if not path.is_file():
         raise UserError(f"config_file {path} does not exist", "pass a run's best_config.json")
     try:
-        config = SystemConfig(adapters_found_in(SystemConfig.load(path), path.parent))
+        values = adapters_found_in(SystemConfig.load(path), path.parent)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"config_file {path} is not valid JSON ({exc})", "pass a run's best_config.json") from None
+    return fitting_config(pipeline, values, f"config_file {path}")
+
+
+def fitting_config(pipeline: Pipeline, values, source: str) -> SystemConfig:
+    """`values` as the pipeline's configuration, refused in one line when its components are not the pipeline's."""
+    default, config = pipeline.system.default_config(), SystemConfig(values)
     unknown = sorted(set(config) - set(default))
     missing = sorted(set(default) - set(config))
     if unknown or missing:
-        raise UserError(f"config_file {path} does not fit pipeline {pipeline.name!r} "
+        raise UserError(f"{source} does not fit pipeline {pipeline.name!r} "
                         f"(unknown components {unknown}, missing {missing})",
                         f"pass a best_config.json written by a run of pipeline={pipeline.name}")
     return config

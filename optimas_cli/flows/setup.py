@@ -110,8 +110,37 @@ def seed_everything(seed: int) -> None:
 
 
 def build_pipeline(cfg: DictConfig) -> Pipeline:
-    build_parameters(str(OmegaConf.select(cfg, "pipeline._target_")))  # one line if it cannot be imported
-    return instantiate(cfg.pipeline, data_dir=cfg.data_dir, _convert_="all")
+    target = str(OmegaConf.select(cfg, "pipeline._target_"))
+    build_parameters(target)  # one line if it cannot be imported
+    try:
+        return instantiate(cfg.pipeline, data_dir=cfg.data_dir, _convert_="all")
+    except Exception as exc:
+        raise build_failed(target, exc) from exc
+
+
+def build_failed(target: str, exc: BaseException) -> UserError:
+    """What a pipeline's build() raised (Hydra wraps it): a UserError as it is, anything else in one line
+    with the file and line where it happened, the deepest inside the build module's folder (the user's
+    own code, not Hydra's or a library's frames)."""
+    import sys
+    import traceback
+
+    while exc.__cause__ is not None and not isinstance(exc, UserError):
+        exc = exc.__cause__
+    if isinstance(exc, UserError):
+        return exc
+    module = sys.modules.get(target.rpartition(".")[0])
+    home = os.path.dirname(os.path.abspath(module.__file__)) if getattr(module, "__file__", None) else None
+    frames = traceback.extract_tb(exc.__traceback__)
+    inside = [f for f in frames if home and os.path.abspath(f.filename).startswith(home + os.sep)]
+    where = (inside or frames)[-1] if frames else None
+    message = (str(exc).strip().splitlines() or [""])[0]
+    shown = where and os.path.abspath(where.filename)
+    if shown and shown.startswith(os.getcwd() + os.sep):  # the user's own folder: the short name they know
+        shown = os.path.relpath(shown)
+    at = f" at {shown}:{where.lineno}" if where else ""
+    return UserError(f"{target}() raised {type(exc).__name__}: {message}{at}",
+                     "fix the pipeline's build() there (see docs/own_pipeline.md)")
 
 
 def build_budget(cfg: DictConfig) -> Budget:

@@ -74,6 +74,7 @@ def write_report(found: RunSet, out: Path) -> str:
         ("Validation reward per iteration", plots.plot_validation(runs, out / "plots" / "validation_reward.png")),
         ("Test score vs system runs spent", plots.plot_accuracy_vs_runs(runs, out / "plots" / "accuracy_vs_runs.png")),
         ("Validation gate decisions (Δ and CI per iteration)", plots.plot_gate(runs, out / "plots" / "gate_decisions.png")),
+        ("Accuracy vs cost, floors as grey lines (data: pareto.csv)", plots.plot_pareto(runs, out / "plots" / "pareto.png", out / "pareto.csv")),
     ]
     parts = ["# Optimas report", "", f"{len(runs)} run(s) from {', '.join(found.sources)}.", ""]
     parts += [markdown(t) for t in made]

@@ -1,7 +1,9 @@
-"""PNG plots: validation reward per Algorithm 1 iteration, and test score against system runs spent."""
+"""PNG plots: validation reward per Algorithm 1 iteration, test score against system runs spent, the gate's
+decisions, and accuracy against cost per pipeline (the Pareto plot, with its data as pareto.csv)."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from pathlib import Path
 
@@ -11,7 +13,10 @@ matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from optimas_cli.report.paper_tables import method_key, method_label, optimization_runs  # noqa: E402
+from optimas_cli.report.evidence import cell_evidence  # noqa: E402
+from optimas_cli.report.floor_tables import floors_by_pipeline  # noqa: E402
+from optimas_cli.report.paper_tables import _group, method_key, method_label, optimization_runs  # noqa: E402
+from optimas_cli.report.render import write_csv  # noqa: E402
 from optimas_cli.report.runs import Run  # noqa: E402
 
 
@@ -153,6 +158,78 @@ def plot_gate(runs: list[Run], path: Path) -> Path | None:
         ax.grid(alpha=0.3)
     fig.suptitle("Validation gate: candidate minus current,\nmean per-example Δ and its one-sided CI\n"
                  "(dot: accepted; x: rejected; paired accepts\nonly when the bar's low end is above 0)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+PARETO_HEADERS = ["pipeline", "kind", "method", "variant", "label", "runs", "score", "ci_low", "ci_high",
+                  "executed_runs", "lm_tokens", "on_frontier"]
+
+
+def _frontier_rows(rows: list[list], axis: int) -> list[list]:
+    """The rows no other row beats on cost (column `axis`) and score (column 6): as cheap or cheaper and at
+    least as good, one of them strictly. A row without that cost is on no frontier."""
+    placed = [r for r in rows if r[axis] is not None]
+    return [r for r in placed if not any(q[axis] <= r[axis] and q[6] >= r[6] and (q[axis], q[6]) != (r[axis], r[6])
+                                         for q in placed)]
+
+
+def plot_pareto(runs: list[Run], path: Path, csv_path: Path) -> Path | None:
+    """Per pipeline, each method's mean test score with its 95% CI (the floors table's two-level bootstrap)
+    against the executed system runs it spent optimizing, and against the LM tokens it used where any were
+    counted; the pipeline's floors as horizontal lines (the floors table's values); the Pareto frontier
+    (cheapest for its score) joined. The same numbers go to `csv_path`, a row per method and per floor."""
+    cells = _group([r for r in runs if r.kind == "run" and "test" in r.results],
+                   lambda r: (r.pipeline, r.method, r.variant))
+    if not cells:
+        return None
+    floors = floors_by_pipeline(runs)
+    rows: list[list] = []
+    for pipeline, method, variant in sorted(cells, key=lambda k: (k[0], method_key(k[1], k[2]))):
+        members = cells[(pipeline, method, variant)]
+        ci = cell_evidence(members, None).ci
+        spent = [optimization_runs(r.results["ledger"]) for r in members]
+        tokens = [r.results["ledger"].get("tokens") for r in members]
+        rows.append([pipeline, "method", method, variant, method_label(method, variant), len(members),
+                     statistics.fmean(float(r.results["test"]["mean"]) for r in members),
+                     ci.low if ci else None, ci.high if ci else None,
+                     None if None in spent else statistics.fmean(spent),
+                     None if None in tokens else statistics.fmean(tokens), ""])
+    for row in rows:
+        row[11] = "+".join(name for axis, name in ((9, "runs"), (10, "tokens"))
+                           if row in _frontier_rows([r for r in rows if r[0] == row[0]], axis))
+    for pipeline, found in sorted(floors.items()):
+        rows += [[pipeline, "floor", f"floor:{f.name}", "", f.name, None, f.mean, None, None, None, None, ""]
+                 for f in found.defined]
+    write_csv(csv_path, PARETO_HEADERS, rows)
+
+    pipelines = sorted({row[0] for row in rows})
+    fig, axes = plt.subplots(len(pipelines), 2, figsize=(11, 3.8 * len(pipelines)), squeeze=False)
+    for (by_runs, by_tokens), pipeline in zip(axes, pipelines, strict=True):
+        methods = [row for row in rows if row[0] == pipeline and row[1] == "method"]
+        metric = next(r for r in runs if r.pipeline == pipeline).results.get("metric", "score")
+        for ax, axis, xlabel in ((by_runs, 9, "executed system runs spent optimizing"),
+                                 (by_tokens, 10, "LM tokens (the whole run, test included)")):
+            placed = [row for row in methods if row[axis] is not None]
+            if axis == 10 and not any(row[10] for row in placed):
+                ax.set_visible(False)  # no LM tokens counted (a pipeline without an LM): nothing to place
+                continue
+            for row in placed:
+                err = [[row[6] - row[7]], [row[8] - row[6]]] if row[7] is not None else None
+                ax.errorbar([row[axis]], [row[6]], yerr=err, fmt="o", capsize=3, label=row[4])
+            frontier = sorted((row[axis], row[6]) for row in _frontier_rows(placed, axis))
+            if len(frontier) > 1:
+                ax.step(*zip(*frontier, strict=True), where="post", color="black", linewidth=0.8, alpha=0.6,
+                        label="Pareto frontier")
+            for i, row in enumerate(r for r in rows if r[0] == pipeline and r[1] == "floor"):
+                ax.axhline(row[6], linestyle=("--", ":", "-.")[i % 3], linewidth=1, color="dimgray",
+                           label=f"floor: {row[4]}")
+            ax.set(title=pipeline, xlabel=xlabel, ylabel=f"test {metric} (95% CI)")
+            ax.legend(fontsize=7, framealpha=0.5)
+            ax.grid(alpha=0.3)
+    fig.suptitle("Accuracy vs cost: each method's mean test score and 95% CI; grey lines: floors (no LM)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

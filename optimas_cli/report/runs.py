@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optimas_cli.errors import UserError
-from optimas_cli.system.run_folder import lock_holder
+from optimas_cli.system.run_folder import LOCK_FILE, lock_holder
+
+# What a run folder holds before the run does any work: a folder with nothing else failed before it
+# started (a bad pipeline, missing data), so there is nothing to resume.
+BEFORE_START = {"config.yaml", "config.resumed.yaml", "optimas.log", ".hydra", LOCK_FILE}
 
 # A folder is a run folder when optimas (or Hydra on its behalf) wrote one of these into it.
 RUN_MARKERS = ("results.json", "config.yaml", "optimas.log", ".hydra")
@@ -174,7 +178,10 @@ def read_run(folder: Path) -> Run | Problem:
         return Problem(folder, err.problem.replace(str(folder / "results.json"), "results.json"))
     if results is None:
         pid = lock_holder(folder)
-        return Problem(folder, f"no results.json yet: the run is still in progress (pid {pid})" if pid is not None else
+        if pid is not None:
+            return Problem(folder, f"no results.json yet: the run is still in progress (pid {pid})")
+        failed = failed_before_start(folder)
+        return Problem(folder, failed + "; fix that and run its command again" if failed else
                        f"no results.json: the run did not finish (see its optimas.log); continue it with its "
                        f"command plus resume={folder}")
     if kind_of(results) == "run" and "test" not in results and results.get("test_skipped"):
@@ -193,6 +200,19 @@ def read_run(folder: Path) -> Run | Problem:
         if broken:
             return Problem(folder, f"results.json: {broken}")
     return Run(folder, results)
+
+
+def failed_before_start(folder: Path) -> str | None:
+    """The error a run stopped on before doing any work (the last error its log holds, and no file
+    besides its config and log), or None: a run that started, or was killed, can be resumed."""
+    try:
+        if any(entry.name not in BEFORE_START for entry in folder.iterdir()):
+            return None
+        lines = (folder / "optimas.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    error = next((line.split("[ERROR] - ", 1)[1] for line in reversed(lines) if "[ERROR] - " in line), None)
+    return f"the run failed before it started: {error}" if error else None
 
 
 def _typed(value, kinds: tuple) -> bool:

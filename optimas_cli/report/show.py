@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from optimas_cli.errors import UserError
-from optimas_cli.report.runs import is_run_folder, read_results
+from optimas_cli.report.runs import failed_before_start, is_run_folder, read_results
 from optimas_cli.stats import paired_ci
 from optimas_cli.system.run_folder import lock_holder
 from optimas_cli.system.traces import PREDICTIONS, predictions_path, read_predictions
@@ -97,6 +97,8 @@ def _no_traces(folder: str, path: Path, results: dict | None) -> UserError:
     pid = lock_holder(path)
     if pid is not None:
         return UserError(f"{folder} is a run still in progress (pid {pid}): no results yet", "show it once it ends")
+    if results is None and (failed := failed_before_start(path)):
+        return UserError(f"{folder}: {failed}", "fix that and run its command again")
     if results is None:
         return UserError(f"{folder} holds a run that did not finish (killed, or it failed: see its optimas.log)",
                          f"continue it with: optimas run <its overrides> resume={folder}")

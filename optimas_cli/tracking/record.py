@@ -94,13 +94,20 @@ def traced_test_ci(folder: Path) -> dict[str, float]:
 
 
 def lrf_accuracy(results: dict) -> dict[str, float]:
-    """Pairwise accuracy of each component's local reward function on its test pairs (and the judge's)."""
-    components = ((results.get("lrf") or {}).get("components")) or {}
+    """Per component: the pairwise accuracy of its local reward function (and the judge's) on its test
+    pairs, how many test pairs that is (`test_pairs`), and how many pairs it was trained on (`train_pairs`):
+    results.json's `n_pairs` counts the test pairs only, so it is logged under the name that says so."""
+    lrf = results.get("lrf") or {}
     out = {}
-    for name, row in components.items():
-        for key in ("pairwise_accuracy", "judge_accuracy", "n_pairs"):
-            if isinstance(row, dict) and row.get(key) is not None:
-                out[f"lrf.{name}.{key}"] = float(row[key])
+    for name, row in (lrf.get("components") or {}).items():
+        if not isinstance(row, dict):
+            continue
+        counts = {"pairwise_accuracy": row.get("pairwise_accuracy"), "judge_accuracy": row.get("judge_accuracy"),
+                  "test_pairs": row.get("n_pairs"), "train_pairs": (row.get("pairs") or {}).get("trained")}
+        out |= {f"lrf.{name}.{key}": float(value) for key, value in counts.items() if value is not None}
+    for key in ("train_pairs", "test_pairs"):  # all components together
+        if lrf.get(f"n_{key}") is not None:
+            out[f"lrf.{key}"] = float(lrf[f"n_{key}"])
     return out
 
 

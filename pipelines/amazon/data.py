@@ -106,20 +106,20 @@ def _locate(data_dir, name: str, sha256: str) -> Path:
     if cached.exists():
         return cached
     if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
-        raise missing_data("Amazon next-item data", (FOLDER, name), f"{SOURCE_URL}{name}")
-    return _download(name, sha256, cached, data_root(data_dir))
+        raise missing_data("Amazon next-item data", (FOLDER, name), f"{SOURCE_URL}{name}", data_dir)
+    return _download(name, sha256, cached, data_dir)
 
 
-def _download(name: str, sha256: str, target: Path, root: Path | None) -> Path:
+def _download(name: str, sha256: str, target: Path, data_dir) -> Path:
     url = SOURCE_URL + name
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
             payload = response.read()
     except OSError as exc:
-        raise missing_data("Amazon next-item data", (FOLDER, name), url) from exc
+        raise missing_data("Amazon next-item data", (FOLDER, name), url, data_dir) from exc
     if hashlib.sha256(payload).hexdigest() != sha256:
         raise DataError(f"{url} does not match the pinned file (sha256 differs)",
-                        f"place {name} under {root or '<data_dir>'}/{FOLDER}/ by hand")
+                        f"place {name} under {data_root(data_dir) or '<data_dir>'}/{FOLDER}/ by hand")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(payload)
     return target

@@ -60,7 +60,7 @@ def load_tasks(data_dir: str | os.PathLike | None = None) -> list[dict]:
     """All tasks in file order: the local file when present, else the hub dataset."""
     path = local_file(data_dir, FOLDER, DATA_FILE)
     if path is None:
-        return _hub_tasks()
+        return _hub_tasks(data_dir)
     return _read_local(path)
 
 
@@ -69,13 +69,13 @@ def _read_local(path: Path) -> list[dict]:
     return [to_example(row) for row in read_jsonl(path, validate=to_example)]
 
 
-def _hub_tasks() -> list[dict]:
+def _hub_tasks(data_dir) -> list[dict]:
     try:
         import datasets
 
         table = datasets.load_dataset(HUB_DATASET, split=HUB_SPLIT)
     except Exception as exc:  # offline, or the hub is unreachable: say what to provide instead
-        raise missing_data("BigCodeBench", (FOLDER, DATA_FILE), f"the hub dataset {HUB_DATASET} ({HUB_SPLIT})") from exc
+        raise missing_data("BigCodeBench", (FOLDER, DATA_FILE), f"the hub dataset {HUB_DATASET} ({HUB_SPLIT})", data_dir) from exc
     examples = []
     for i, row in enumerate(table):
         try:

@@ -69,13 +69,13 @@ def _read_pool_files(paths: list[Path]) -> list[dict]:
     return [row for path in paths for row in read_jsonl(path, validate_row)]
 
 
-def _hub_rows() -> list[dict]:
+def _hub_rows(data_dir) -> list[dict]:
     try:
         import datasets
 
         dataset = datasets.load_dataset(HUB_NAME, HUB_CONFIG, split=HUB_SPLIT)
     except Exception as exc:  # offline, not installed, or the hub refused: all mean "no data here"
-        error = missing_data("HotpotQA data", (FOLDER, TEST_FILE), f"the hub dataset {HUB_NAME}")
+        error = missing_data("HotpotQA data", (FOLDER, TEST_FILE), f"the hub dataset {HUB_NAME}", data_dir)
         raise DataError(error.problem + f" (hub: {type(exc).__name__}: {exc})", error.fix) from None
     rows = [dict(row) for row in dataset]
     for index, row in enumerate(rows):
@@ -97,7 +97,7 @@ def load_rows(data_dir: str | Path | None, seed: int = 0, min_pool: int = OFFLIN
     if test_path is not None:
         test = _read_test_file(test_path)
     else:
-        hub = _hub_rows()
+        hub = _hub_rows(data_dir)
         by_id = {row["id"]: row for row in hub}
         missing = [i for i in TEST_IDS if i not in by_id]
         if missing:
@@ -112,7 +112,7 @@ def load_rows(data_dir: str | Path | None, seed: int = 0, min_pool: int = OFFLIN
         removed = len(candidates) - len(pool)
         random.Random(seed).shuffle(pool)
     else:
-        hub = hub if hub is not None else _hub_rows()
+        hub = hub if hub is not None else _hub_rows(data_dir)
         candidates = [row for row in hub if row["id"] not in test_ids]
         removed = len(hub) - len(candidates)
         random.Random(seed).shuffle(candidates)

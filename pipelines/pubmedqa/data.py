@@ -70,7 +70,7 @@ def official_test_ids(labels: dict[str, str]) -> list[str]:
 def _load_rows(data_dir) -> tuple[dict[str, dict], list[str]]:
     data_path = local_file(data_dir, FOLDER, DATA_FILE)
     if data_path is None:
-        rows = _hub_rows()
+        rows = _hub_rows(data_dir)
         return rows, official_test_ids({pmid: ex["answer"] for pmid, ex in rows.items()})
     rows = _read_local(data_path)
     ids_path = local_file(data_dir, FOLDER, TEST_IDS_FILE)
@@ -106,13 +106,13 @@ def _line_of(text: str, pmid: str) -> int | str:
     return text.count("\n", 0, match.start()) + 1 if match else "?"
 
 
-def _hub_rows() -> dict[str, dict]:
+def _hub_rows(data_dir) -> dict[str, dict]:
     try:
         import datasets
 
         table = datasets.load_dataset(HUB_DATASET, HUB_CONFIG, split="train")
     except Exception as exc:  # offline, or the hub is unreachable: say what to provide instead
-        raise missing_data("PubMedQA", (FOLDER, DATA_FILE), f"the hub dataset {HUB_DATASET} ({HUB_CONFIG})") from exc
+        raise missing_data("PubMedQA", (FOLDER, DATA_FILE), f"the hub dataset {HUB_DATASET} ({HUB_CONFIG})", data_dir) from exc
     rows = {}
     for i, record in enumerate(table):
         pmid = str(record["pubid"])

@@ -75,7 +75,7 @@ def query_files(data_dir) -> tuple[Path, Path]:
         from stark_qa import load_qa
     except ImportError:
         raise missing_data(
-            "STaRK-Prime queries", (FOLDER, QUERY_FILE), "the stark-qa package (pip install stark-qa)"
+            "STaRK-Prime queries", (FOLDER, QUERY_FILE), "the stark-qa package (pip install stark-qa)", data_dir
         ) from None
     qa = load_qa("prime", root=str(Path.home() / ".cache" / "optimas" / "stark"))  # downloads qa/prime once
     return Path(qa.query_dir) / QUERY_FILE, Path(qa.split_dir)
