@@ -29,7 +29,7 @@ from optimas_cli.lm.types import LMRequest
 log = logging.getLogger("optimas")
 
 PROBE = [{"role": "user", "content": "Invent a name for a pet and say in a few words what kind of animal it is."}]
-PROBE_SAMPLES = 4  # seeded samples per temperature: distinct sampled answers to PROBE all but never agree
+PROBE_SAMPLES = 4  # seeded samples per temperature: 4 sampled answers to PROBE virtually never all agree
 PROBE_TOKENS = 16
 FALLBACK_TEMPERATURE = 1.0  # the second try when the first temperature's samples agree
 COMPONENT = PHASE = "sampling_check"
@@ -91,7 +91,7 @@ def _check_model(client, model: str, temperature: float, seed: int, what: str, c
     shown = " and ".join(f"{t:g}" for t in temperatures)
     raise UserError(f"{model}{where} decodes greedily: {PROBE_SAMPLES} seeded samples of an open question at "
                     f"temperature {shown} all came back the same text, so {what} would be copies of one answer "
-                    "and nothing would be learnt (nothing was spent on the run yet)", _fix(model))
+                    "and nothing would be learnt (stopped before drawing any)", _fix(model))
 
 
 def _fix(model: str) -> str:
@@ -103,7 +103,7 @@ def _fix(model: str) -> str:
                 "and restart the server; docs/serving.md")
     return ("make the server sample at the requested temperature: `transformers serve` needs \"do_sample\": true in "
             "the served folder's generation_config.json; vLLM and SGLang sample by default, so check that no proxy or "
-            "server setting drops `temperature`; docs/serving.md")
+            "server setting drops `temperature`, then restart the server; docs/serving.md")
 
 
 def _reads_do_sample(path: Path):
