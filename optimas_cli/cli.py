@@ -45,6 +45,8 @@ usage:
   optimas show <run> [<other run>]    per-component summary and examples of a run, or two runs lined up
                                       (--failed, --component NAME, --limit N, --split test|validation)
   optimas list                        pipelines, methods, LM backends, LRF backbones, budgets
+  optimas model-path [NAME]           the transformers folder of an embedded model (converted once), to serve
+                                      it with `transformers serve` or vLLM (docs/serving.md)
 
 examples:
   optimas run pipeline=toy_retriever method=unoptimized
@@ -271,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
         return export_main(rest)
     if command == "plan":
         return plan_command(rest)
+    if command == "model-path":
+        from optimas_cli.lm.local.convert import model_path_command
+
+        return model_path_command(rest)
     if command == "headroom":
         return headroom_command(rest)
     if command not in HYDRA_TASKS:

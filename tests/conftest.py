@@ -56,37 +56,7 @@ def tiny_lm(tiny_model, tmp_path):
 def served_tiny_model(tiny_model_dir):
     """A real OpenAI-compatible server: `transformers serve` on 127.0.0.1 (a free port) serving the tiny
     model folder. Yields (api_base, litellm model name); skipped where its extras are not installed."""
-    import shutil
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-    from pathlib import Path
+    from tests.transformers_server import transformers_serve
 
-    pytest.importorskip("fastapi")
-    pytest.importorskip("uvicorn")
-    cli = shutil.which("transformers", path=str(Path(sys.executable).parent)) or shutil.which("transformers")
-    if cli is None:
-        pytest.skip("the `transformers` command is not installed")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
-    server = subprocess.Popen([cli, "serve", str(tiny_model_dir), "--host", "127.0.0.1", "--port", str(port),
-                               "--device", "cpu"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    api_base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{api_base}/models", timeout=2).read()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"transformers serve did not start: {server.stderr.read()[-2000:]!r}") from None
-                time.sleep(0.5)
+    with transformers_serve(tiny_model_dir) as api_base:
         yield api_base, f"hosted_vllm/{tiny_model_dir}"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)

@@ -51,6 +51,7 @@ COLLECTION_PHASE = "lrf_collection"  # Stage 1; Stage 2's fresh pairs count unde
 SAMPLES_PER_COLLECTION = 1 << 16  # sample indices one collection may use (candidates, downstream repeats)
 
 CHOICE_MODES = ("sample", "enumerate")  # lrf.collect.choices
+CANDIDATE_TEMPERATURE = 1.0  # lrf.collect.temperature when the config leaves it out
 
 MetricFn = Callable[[dict, dict], float]
 
@@ -178,7 +179,7 @@ def collect_pairs(
     num_candidates: int = 4,
     mc_repeats: int = 2,
     epsilon: float = 0.0,
-    temperature: float = 1.0,
+    temperature: float = CANDIDATE_TEMPERATURE,
     diverse: bool = True,
     downstream_temperature: float | None = None,
     choices: str = "sample",
@@ -346,7 +347,7 @@ def expected_collection(system: CompoundSystem, config: SystemConfig, n: int, co
     distinct (an upper bound otherwise); returns the expected number of preference pairs. `collect`: the
     lrf.collect settings; `lm_temperature`: the run's own, which the downstream runs default to."""
     pairs = 0.0
-    sample_at = float(collect.get("temperature", 1.0))
+    sample_at = float(collect.get("temperature", CANDIDATE_TEMPERATURE))
     down_at = collect.get("downstream_temperature")
     down_at = lm_temperature if down_at is None else float(down_at)
     for name in system.order:

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from optimas_cli.lm.sampling_check import check_sampling
 from optimas_cli.lrf.buffer import ReplayBuffer
 from optimas_cli.lrf.collect import (
+    CANDIDATE_TEMPERATURE,
     COLLECTION_PHASE,
     ExecutionTally,
     collect_all,
@@ -79,6 +81,8 @@ def collect_initial_pairs(
                                                               lrf_cfg, ctx)})
 
     if todo:
+        check_sampling(pipeline.system, ctx, float(collect_settings(lrf_cfg).get("temperature", CANDIDATE_TEMPERATURE)),
+                       "stage 1's candidates", console)  # before the first candidate: can they differ at all?
         with ctx.ledger.timed(COLLECTION_PHASE):
             collect_all(pipeline.system, config, examples, ctx.replace(phase=COLLECTION_PHASE), pipeline.metric,
                         components=todo, on_pairs=persist, stats=stats, before=fits, **collect_settings(lrf_cfg))

