@@ -102,6 +102,10 @@ def loop_family(name: str, request):
         pipeline = two_models()
         return LLMSelector(budget=budget, console=console), pipeline, pipeline.splits, two_models_lm()
     pipeline = capitals()
+    if name == "dspy":
+        from optimas_cli.methods.dspy_mipro import DSPyMIPRO
+
+        return DSPyMIPRO(budget=budget, num_trials=10, console=console), pipeline, pipeline.splits, capitals_lm()
     if name == "textgrad":
         return TextGrad(budget=budget, batch_size=2, console=console), pipeline, pipeline.splits, capitals_lm()
     method = HBC(budget=budget, backbone=request.getfixturevalue("tiny_backbone"), device="cpu", samples=2,
@@ -120,7 +124,7 @@ def optimized(method, pipeline, splits, ctx, folder):
         return MethodOutcome(config=pipeline.system.default_config())
 
 
-FAMILIES = ["global_reward", "random_reward", "coordinate_ascent", "textgrad", "llmselector", "hbc"]
+FAMILIES = ["global_reward", "random_reward", "coordinate_ascent", "textgrad", "llmselector", "hbc", "dspy"]
 
 
 @pytest.mark.parametrize("name", FAMILIES)
