@@ -136,7 +136,7 @@ def test_no_method_starts_an_opening_pass_the_cap_cannot_pay(name, request, tmp_
     assert ctx.caps.stopped is not None and "would be crossed" in str(ctx.caps.stopped)
 
 
-@pytest.mark.parametrize("cap", [6.0, 9.5, 13.0])
+@pytest.mark.parametrize("cap", [6.0, 9.5, 13.0, 20.0])
 @pytest.mark.parametrize("name", FAMILIES)
 def test_every_method_ends_within_one_batch_of_its_cap_with_what_it_validated_within_it(name, cap, request, tmp_path):
     method, pipeline, splits, lm = loop_family(name, request)
