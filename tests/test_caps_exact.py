@@ -179,3 +179,20 @@ def test_a_resumed_hbc_run_does_not_count_its_references_twice(tiny_backbone, tm
     assert first.ledger.equivalent_runs("reference_collection") == 2 * budget.search_size
     resumed = run(2)  # the folder holds the loop's checkpoint: the references are rebuilt, not spent again
     assert resumed.ledger.equivalent_runs("reference_collection") == 0
+
+
+def test_a_resumed_runs_uncounted_rebuild_is_not_checked_against_the_cap():
+    """A resumed loop rebuilds its cached trajectories uncounted; inside stops_mid_phase that rebuild must not
+    stop a run the cap still has room for (617 spent, cap raised to 650, a 70-run rebuild)."""
+    from optimas_cli.system.caps import stops_mid_phase
+    from optimas_cli.system.run_folder import uncounted
+
+    ctx = RunContext(ledger=RunLedger(1))
+    ctx.caps = BudgetCaps(max_runs=650.0, spent=lambda: {"max_runs": ctx.ledger.equivalent_runs()})
+    ctx.ledger.record("c", 617, "validation")
+    with stops_mid_phase(ctx):
+        with uncounted(ctx):
+            ctx.ledger.record("c", 70, "validation")
+        assert ctx.ledger.equivalent_runs() == 617 and ctx.caps.stopped is None
+        ctx.ledger.record("c", 30, "validation")  # counted, and within the cap
+    assert ctx.caps.stopped is None
