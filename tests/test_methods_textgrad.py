@@ -173,15 +173,17 @@ def test_a_matched_cost_run_takes_as_many_steps_as_its_cap_pays_for(tmp_path):
     ctx = capped(pipeline, 9.0)
     method = TextGrad(budget=smoke_budget(max_runs_from="optimas"), batch_size=3)
     outcome = method.optimize(pipeline, pipeline.splits, ctx.replace(phase="optimize"), RunFolder(tmp_path / "m"))
-    assert outcome.extras["textgrad"]["steps"] == 3  # each step runs the system on its 3 examples: 9 runs, 3 steps
-    # 2 runs of validation, then a step of 3 + 2 re-validated, then 3: the cap stops the third step
-    # the planned end of a matched run, not a stop (no `stopped`, no "continue with a raised cap")
-    assert ctx.caps.stopped is None and len(outcome.history) == 2 and ctx.ledger.equivalent_runs() == 10.0
-    plain = capped(pipeline, 9.0)  # without budget.max_runs_from a cap is a limit only: budget.iterations steps
+    assert outcome.extras["textgrad"]["steps_planned"] == 3  # each step runs the system on its 3 examples: 9 runs
+    # 2 runs of validation, then a step of 3 + 2 re-validated: a second step's 3 runs would cross the cap (caps
+    # are exact: a step whose known cost does not fit is not started). The planned end of a matched run, not a
+    # stop (no `stopped`, no "continue with a raised cap"); `steps` counts the steps the history holds.
+    assert ctx.caps.stopped is None and len(outcome.history) == 1 and ctx.ledger.equivalent_runs() == 7.0
+    assert outcome.extras["textgrad"]["steps"] == 1
+    plain = capped(pipeline, 9.0)  # without budget.max_runs_from a cap is a limit: its second step would cross it
     outcome = TextGrad(budget=smoke_budget(), batch_size=3).optimize(pipeline, pipeline.splits,
                                                                     plain.replace(phase="optimize"),
                                                                     RunFolder(tmp_path / "p"))
-    assert outcome.extras["textgrad"]["steps"] == 2 and plain.caps.stopped is None
+    assert outcome.extras["textgrad"]["steps"] == 1 and plain.caps.stopped.cap == "max_runs"
 
 
 def test_the_engines_tokens_land_under_the_phase_of_their_context():

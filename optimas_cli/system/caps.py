@@ -6,12 +6,17 @@ unit, the run stops once a cap is reached, and also when the unit's known cost (
 validation pass's system runs) would cross it, so a cap is overshot by at most one unit whose cost
 is not known in advance. The stop raises BudgetExhausted naming the cap; what was done up to the last
 checkpoint is saved and the run resumes with a raised cap (work after it is redone, as after a kill).
+A method whose steps have no known cost (a rollout batch, a local search, an LM-driven step) runs them
+inside `stops_mid_phase`: the caps are checked after every batch of component executions, so such a
+step stops within one batch past the cap, and its partial result is dropped (only a configuration
+validated within the cap is returned).
 Warnings at 50% and 80% of each cap, each when it is crossed: a unit that crosses both warns once, at 80%.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +102,38 @@ class BudgetCaps:
                 log.warning(message)
                 if self.on_warning is not None:
                     self.on_warning(message)
+
+
+    def check_exceeded(self) -> None:
+        """After a batch of work inside `stops_mid_phase`: raise BudgetExhausted once a cap is exceeded
+        (a step that ends exactly at the cap is within it)."""
+        limits = self.limits()
+        if not limits or self.spent is None:
+            return
+        spent = self.spent()
+        for cap, limit in limits.items():
+            used = float(spent.get(cap, 0.0))
+            if used > limit:
+                self.stopped = BudgetExhausted(cap, used, limit)
+                raise self.stopped
+
+
+@contextmanager
+def stops_mid_phase(ctx) -> Iterator[None]:
+    """Inside the block every batch of component executions the ledger records is followed by a cap
+    check (BudgetCaps.check_exceeded): a step of unknown cost that crosses a cap raises BudgetExhausted
+    after the batch that crossed it, mid-phase. The caller catches it and returns what it validated
+    within the cap."""
+    caps = getattr(ctx, "caps", None)
+    if caps is None:
+        yield
+        return
+    ledger, before = ctx.ledger, ctx.ledger.after_record
+    ledger.after_record = caps.check_exceeded
+    try:
+        yield
+    finally:
+        ledger.after_record = before
 
 
 def check_caps(ctx, ahead: Mapping[str, float] | None = None) -> None:

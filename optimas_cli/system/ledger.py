@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
 SEARCH_SAMPLE_PHASE = "search_sample"  # the loop's search inputs: local scoring's input, not charged by the paper
@@ -52,6 +52,7 @@ class RunLedger:
         self._open_compute: dict[str, float] = {}
         self._started = time.perf_counter()
         self._earlier_seconds = 0.0  # wall time of the process(es) this run resumed from
+        self.after_record: Callable[[], None] | None = None  # system/caps.stops_mid_phase checks the caps here
 
     def record(self, component: str, n_inputs: int, phase: str, *, values_run: int = 1,
                charged: bool = True) -> None:
@@ -61,6 +62,8 @@ class RunLedger:
         self.executions[phase][component] += n_inputs * values_run
         if charged and phase != SEARCH_SAMPLE_PHASE:
             (self.charged if self._pending is None else self._pending)[phase][component] += n_inputs
+        if self.after_record is not None:
+            self.after_record()
 
     @contextmanager
     def provisional(self):

@@ -212,12 +212,15 @@ class RunFolder:
 @contextmanager
 def uncounted(ctx):
     """Rebuilding in memory what a checkpoint already holds (a resumed loop's cached trajectories) is
-    not new work: system runs and LM usage inside the block are not counted; wall time still is."""
+    not new work: system runs and LM usage inside the block are not counted; wall time still is. Nor is
+    it checked against the caps (system/caps.stops_mid_phase): the counts it adds are taken back."""
     ledger_state = ctx.ledger.state()
     lm_snapshot = ctx.lm.usage_snapshot() if hasattr(ctx.lm, "usage_snapshot") else None
+    check, ctx.ledger.after_record = ctx.ledger.after_record, None
     try:
         yield
     finally:
+        ctx.ledger.after_record = check
         ctx.ledger.restore_executions(ledger_state)
         if lm_snapshot is not None:
             ctx.lm.reset_usage(lm_snapshot)
