@@ -196,3 +196,27 @@ def test_a_resumed_runs_uncounted_rebuild_is_not_checked_against_the_cap():
         assert ctx.ledger.equivalent_runs() == 617 and ctx.caps.stopped is None
         ctx.ledger.record("c", 30, "validation")  # counted, and within the cap
     assert ctx.caps.stopped is None
+
+
+def oracle_optimas():
+    """Optimas' own loop on routers whose every value the exact local reward scores: a local search whose
+    cost the loop cannot know before it runs."""
+    from optimas_cli.methods.optimas import Optimas
+    from pipelines.synthetic.system import build
+
+    pipeline = build(components=3, kinds="route", options=16, interaction="on", train_size=4, val_size=4, test_size=4)
+    method = Optimas(budget=smoke_budget(iterations=6), lrf={"name": "oracle"}, seed=0,
+                     console=Console(file=io.StringIO(), width=200))
+    return method, pipeline
+
+
+@pytest.mark.parametrize("share", [0.55, 0.7, 0.85])
+def test_optimas_ends_within_one_batch_of_its_cap_when_a_local_search_crosses_it(share, tmp_path):
+    method, pipeline = oracle_optimas()
+    free = capped(pipeline, 10 ** 9)
+    optimized(method, pipeline, pipeline.splits, free, tmp_path / "free")
+    cap = round(share * free.ledger.equivalent_runs(), 1)
+    method, pipeline = oracle_optimas()
+    ctx = capped(pipeline, cap)
+    outcome = optimized(method, pipeline, pipeline.splits, ctx, tmp_path / "capped")
+    assert_exact(outcome, ctx, cap, pipeline.system.default_config())

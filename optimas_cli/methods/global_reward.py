@@ -20,21 +20,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 from collections.abc import Mapping
 
 from rich.console import Console
 
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.methods.scorers import GlobalRewardScorer, RandomScorer
-from optimas_cli.optim.history import HistoryEntry
-from optimas_cli.optim.loop import STATE_FILE, LoopSettings, OptimasLoop
+from optimas_cli.optim.loop import LoopSettings, OptimasLoop
 from optimas_cli.optim.prompt import loop_proposer
 from optimas_cli.system import CompoundSystem, ConfigKind, Pipeline
 from optimas_cli.system.budget import Budget
-from optimas_cli.system.caps import BudgetExhausted, end_as_planned, stops_mid_phase
-from optimas_cli.system.configuration import SystemConfig
-from optimas_cli.system.run_folder import adapters_found_in
 
 
 def with_global_choices(pipeline: Pipeline) -> Pipeline:
@@ -55,7 +50,6 @@ def with_global_choices(pipeline: Pipeline) -> Pipeline:
     system = CompoundSystem(components, pipeline.system.inputs, pipeline.system.outputs)
     return dataclasses.replace(pipeline, system=system)
 
-log = logging.getLogger("optimas")
 
 
 class ScoredLoopBaseline(Method):
@@ -91,23 +85,8 @@ class ScoredLoopBaseline(Method):
                            on_iteration=self.print_iteration, schedulable=None if names is None else lambda: names)
         self.console.print(f"[bold]Algorithm 1 ({self.label})[/] · {settings.length(ctx.caps)}, "
                            f"scheduler {self.scheduler}")
-        try:
-            with stops_mid_phase(ctx):
-                config, history = loop.run()
-        except BudgetExhausted as stop:
-            config, history = checkpointed(pipeline, folder)
-            log.info("%s: %s mid-iteration; returning the last checkpoint (%d iterations)", self.name, stop, len(history))
-            end_as_planned(settings.until_cap, ctx.caps, "the loop")
+        config, history = loop.run_within_caps()
         return MethodOutcome(config=config, lrf=None, history=history, extras={self.name: extras})
-
-
-def checkpointed(pipeline: Pipeline, folder) -> tuple[SystemConfig, list[HistoryEntry]]:
-    """The loop's last checkpoint (configuration and history), the unoptimized system before its first."""
-    state = folder.read_json(STATE_FILE)
-    if state is None:
-        return pipeline.system.default_config(), []
-    return (SystemConfig(adapters_found_in(state["config"], folder.path)),
-            [HistoryEntry.from_dict(e) for e in state["history"]])
 
 
 class GlobalReward(ScoredLoopBaseline):

@@ -85,7 +85,7 @@ class Optimas(Method):
             what = "skipped until Stage 2 finds some" if self.skip_unpaired else "their r_k is untrained"
             console.print(f"  no training pairs for {', '.join(unpaired)}: {what}")
         console.print(f"[bold]Algorithm 1[/] · {settings.length(ctx.caps)}, scheduler {self.scheduler}")
-        config, history = loop.run()
+        config, history = loop.run_within_caps()
         return MethodOutcome(config=config, lrf=lrf, history=history,
                              extras={"lrf": report, "adaptations": adapt.adaptations})
 
@@ -96,7 +96,7 @@ class Optimas(Method):
                            on_iteration=self.print_iteration)
         self.console.print(f"[bold]Algorithm 1[/] · exact local rewards · {settings.length(ctx.caps)}, "
                            f"scheduler {self.scheduler}")
-        config, history = loop.run()
+        config, history = loop.run_within_caps()
         return MethodOutcome(config=config, lrf=lrf, history=history,
                              extras={"lrf_oracle": "exact expected reward of each output (no pairs, no training)",
                                      "adaptations": []})

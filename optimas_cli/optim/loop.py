@@ -31,11 +31,13 @@ from optimas_cli.progress import phase
 from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory, route_of
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.caps import (
+    BudgetExhausted,
     cap_reached,
     end_as_planned,
     ends_at_run_cap,
     iterations_in_words,
     runs_left,
+    stops_mid_phase,
 )
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
@@ -219,6 +221,26 @@ class OptimasLoop:
         return rewards(self.pipeline, trajs)
 
     # -- the loop -------------------------------------------------------------------------------
+    def run_within_caps(self) -> tuple[SystemConfig, list[HistoryEntry]]:
+        """run(), the caps checked after every batch of component executions (system/caps.stops_mid_phase):
+        a step of unknown cost (a local search, every value of a router scored) that crosses a cap ends the
+        run at the last checkpoint, the step in progress dropped (a resume with a raised cap redoes it)."""
+        try:
+            with stops_mid_phase(self.ctx):
+                return self.run()
+        except BudgetExhausted as stop:
+            log.info("%s mid-iteration; returning the last checkpoint", stop)
+            end_as_planned(self.settings.until_cap, self.ctx.caps, "the loop")
+            return self.last_checkpoint()
+
+    def last_checkpoint(self) -> tuple[SystemConfig, list[HistoryEntry]]:
+        """The configuration and history of the last checkpoint (the unoptimized system before the first)."""
+        state = self.folder.read_json(STATE_FILE)
+        if state is None:
+            return self.system.default_config(), []
+        return (SystemConfig(adapters_found_in(state["config"], self.folder.path)),
+                [HistoryEntry.from_dict(e) for e in state["history"]])
+
     def run(self) -> tuple[SystemConfig, list[HistoryEntry]]:
         resumed = self.folder.file(STATE_FILE).exists()
         start, config, history, rng, searched = self._load_or_start()
