@@ -14,8 +14,9 @@ from typing import Any
 NUMBER = (int, float)
 # What a reader may rely on in a saved entry (results.json, checkpoints): what makes it an iteration's
 # record, and the fields the report computes with when they are there (None where the field allows it).
-REQUIRED = {"iteration": (int,), "val_before": NUMBER, "val_after": NUMBER, "accepted": (bool,)}
-OPTIONAL = {"runs_so_far": NUMBER, "n": (int,), "scored_on": (str,), "val_candidate": NUMBER, "gate": (dict,)}
+REQUIRED = {"iteration": (int,), "accepted": (bool,)}
+OPTIONAL = {"val_before": NUMBER, "val_after": NUMBER, "val_candidate": NUMBER, "runs_so_far": NUMBER, "n": (int,),
+            "scored_on": (str,), "gate": (dict,)}
 GATE = {"rule": (str,), "accepted": (bool,), "delta": NUMBER, "ci_low": NUMBER, "ci_high": NUMBER}
 
 
