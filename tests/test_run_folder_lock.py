@@ -76,7 +76,8 @@ def test_a_run_releases_its_lock_when_it_ends(tmp_path):
     assert main(["run", *TOY, f"hydra.run.dir={folder}"]) == 0
     assert lock_holder(folder) is None
     started = time.time()
-    assert main(["run", *TOY, f"resume={folder}"]) == 0  # the same process goes on in it
+    # the same process goes on in it (with another setting: with the same ones the finished run has nothing to do)
+    assert main(["run", *TOY, "repeats=2", f"resume={folder}"]) == 0
     assert time.time() - started < 60
 
 
