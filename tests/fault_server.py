@@ -25,7 +25,10 @@ FAILURES = {
     "bad_json": (200, b'{"choices": [ this is not json'),
     "no_choices": (200, json.dumps({"id": "x", "object": "chat.completion", "model": "served"}).encode()),
     "empty_body": (200, b""),
+    "http_429_retry_after": (429, b'{"error": {"message": "rate limited"}}'),
 }
+# Extra headers of a failure mode (the server says when to come back).
+HEADERS = {"http_429_retry_after": {"Retry-After": "1"}}
 
 
 class FaultServer:
@@ -65,8 +68,10 @@ class FaultServer:
             def log_message(self, *args):  # quiet: the test output is the client's
                 pass
 
-            def _send(self, status: int, body: bytes) -> None:
+            def _send(self, status: int, body: bytes, headers: dict | None = None) -> None:
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -101,6 +106,6 @@ class FaultServer:
                 if mode == "good":
                     self._send(200, json.dumps(GOOD).encode())
                 else:
-                    self._send(*FAILURES[mode])
+                    self._send(*FAILURES[mode], HEADERS.get(mode))
 
         return Handler

@@ -123,6 +123,20 @@ def test_a_full_disk_is_one_error_and_leaves_the_cache_as_it_was(tmp_path):
         assert conn.execute("SELECT COUNT(*) FROM completions WHERE key LIKE 'k%'").fetchone() == (10,)
 
 
+@needs_namespaces
+@pytest.mark.parametrize("filler_kb", [90, 100, 120])  # sqlite says "disk full" or, for the -shm/-wal, "disk I/O error"
+def test_a_new_cache_on_a_full_disk_says_the_disk_is_full_and_leaves_no_file(tmp_path, filler_kb):
+    """Issue 47: a cache begun on an almost full disk was "cannot be used (disk I/O error)" and left its
+    calls.sqlite, -wal and -shm behind."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    result, _ = probe(disk / "calls.sqlite", 50, ["unshare", "-rm"],
+                      f"mount -t tmpfs -o size=128k tmpfs {disk} && head -c {filler_kb * 1000} /dev/zero > {disk}/filler"
+                      f" && trap 'ls -a {disk} > {tmp_path}/left' EXIT;")
+    assert result["error"].startswith(f"no space left for the LM call cache {disk / 'calls.sqlite'}: its disk is full")
+    assert (tmp_path / "left").read_text().split() == [".", "..", "filler"]
+
+
 def test_an_error_that_is_not_damage_keeps_the_file(tmp_path, monkeypatch):
     """An I/O error on a file that passes sqlite's integrity check is one line, not a rebuilt cache."""
     path = tmp_path / "calls.sqlite"

@@ -84,6 +84,22 @@ def test_the_first_failure_stops_the_other_parallel_calls():
     assert server.chat_requests == 8  # nobody retried
 
 
+def test_a_retry_after_header_is_waited_for(capfd):
+    """A 429 with Retry-After: 1 is retried after 1 s, not after the client's own (here 0.01 s) backoff."""
+    with FaultServer("good", script=["http_429_retry_after"]) as server:
+        start = time.monotonic()
+        assert client(server.api_base).complete([LMRequest(CHAT)])[0].texts == ["yes"]
+        waited = time.monotonic() - start
+    assert server.chat_requests == 2 and waited >= 1.0
+    assert "retry 1/2 in 1.0s (the server asked for Retry-After: 1s)" in capfd.readouterr().err
+
+
+def test_a_retry_after_longer_than_the_timeout_waits_the_timeout(capfd):
+    with FaultServer("good", script=["http_429_retry_after"]) as server:
+        assert client(server.api_base, timeout=0.4).complete([LMRequest(CHAT)])[0].texts == ["yes"]
+    assert "retry 1/2 in 0.4s (the server asked for Retry-After: 1s)" in capfd.readouterr().err
+
+
 # -- the check before the first call -------------------------------------------------------------
 def test_the_server_check_passes_for_a_served_model():
     with FaultServer(models=("served", "other")) as server:

@@ -76,7 +76,8 @@ def test_a_run_releases_its_lock_when_it_ends(tmp_path):
     assert main(["run", *TOY, f"hydra.run.dir={folder}"]) == 0
     assert lock_holder(folder) is None
     started = time.time()
-    assert main(["run", *TOY, f"resume={folder}"]) == 0  # the same process goes on in it
+    # the same process goes on in it (with another setting: with the same ones the finished run has nothing to do)
+    assert main(["run", *TOY, "repeats=2", f"resume={folder}"]) == 0
     assert time.time() - started < 60
 
 
@@ -90,3 +91,21 @@ def test_report_says_a_run_is_in_progress_or_how_to_continue_it(held):
     proc.wait()
     reason = read_run(folder).reason
     assert "did not finish" in reason and f"resume={folder}" in reason
+
+
+def test_report_writes_nothing_into_a_live_run_folder(held, tmp_path, capsys):
+    """Issue 47: `optimas report <live folder>` wrote report/ into the folder of a running process."""
+    from optimas_cli.report.cli import report_main
+
+    folder, proc = held
+    (folder / "config.yaml").write_text("seed: 0\n")  # what a running run has written by then
+    before = sorted(p.name for p in folder.iterdir())
+    assert report_main([str(folder)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"pid {proc.pid}" in lines[0] and "--out" in lines[0], lines
+    assert report_main([str(folder), "--out", str(folder / "elsewhere" / "deep")]) == 2  # inside it, at any depth
+    assert sorted(p.name for p in folder.iterdir()) == before
+    capsys.readouterr()
+    assert report_main([str(folder), "--out", str(tmp_path / "report")]) == 1  # elsewhere: written (no run finished)
+    assert (tmp_path / "report" / "report.md").is_file()
+    assert sorted(p.name for p in folder.iterdir()) == before

@@ -3,9 +3,11 @@
 Checked before Hydra touches the folder, so a refused resume leaves it exactly as it was. Settings
 that decide what was already computed must match; caps, iterations, the test size, repeats and the
 LM's transport settings (concurrency, timeouts) may change (e.g. resume a stopped run with a raised cap).
+A run that finished with the very settings asked for has nothing left to do: that is said, and nothing runs.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.system.run_folder import refuse_if_locked
 
 ORIGINAL_CONFIG = "config.yaml"
+RESULTS = "results.json"
 # What Stage 1, the loop's checkpoints and the call cache were computed with.
 # The data and the server decide them too: another data_dir is other examples, another lm.api_base
 # another model behind the same name.
@@ -52,6 +55,28 @@ def check_resume(path: str, cfg: Any) -> None:
         _differs(path, "method", method_settings, now_settings)
     for key in DECIDING:
         _differs(path, key, _get(before, key), _get(now, key))
+    _refuse_if_finished(path, folder, now)
+
+
+def _refuse_if_finished(path: str, folder: Path, now: dict) -> None:
+    """A run whose results.json holds final results computed with these very settings: going on would only
+    recompute them and rewrite the file. (A run stopped by a cap, or resumed with other settings, goes on.)"""
+    try:
+        results = json.loads((folder / RESULTS).read_text())
+    except (OSError, ValueError):  # none yet, or unreadable: nothing says the run finished
+        return
+    if not isinstance(results, dict) or results.get("stopped") or not isinstance(results.get("config"), dict):
+        return
+    if _settings(results["config"]) != _settings(json.loads(json.dumps(now, default=str))):
+        return
+    raise UserError(f"resume={path} already finished: its results are in {folder / RESULTS}",
+                    "nothing to continue; to evaluate it otherwise add the setting (e.g. repeats=3), "
+                    "to start over drop resume=")
+
+
+def _settings(cfg: dict) -> dict:
+    """A run's settings, less the resume= that continued it."""
+    return {key: value for key, value in cfg.items() if key != "resume"}
 
 
 def option_name(cfg: dict, group: str) -> str:

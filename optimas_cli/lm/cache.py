@@ -17,6 +17,7 @@ import errno
 import hashlib
 import json
 import logging
+import shutil
 import sqlite3
 import sys
 import threading
@@ -29,6 +30,9 @@ from optimas_cli.lm.sampling import SEEDING_VERSION
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
+# sqlite names a write its disk had no room for "disk I/O error" when the -shm or -wal could not grow:
+# an I/O error on a device with less than this free is a full disk.
+FULL_BELOW_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -132,11 +136,17 @@ class CallCache:
 
     # ---- opening, and what a failure means -----------------------------------------------------
     def _open(self) -> sqlite3.Connection | None:
+        existed = self.path.exists()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             return self._connect()
         except (sqlite3.DatabaseError, OSError) as error:
-            kind = self._triage(error)
+            try:
+                kind = self._triage(error)
+            except UserError:
+                if not existed:  # a cache this open began on a full disk: no empty file or journal is left
+                    self._remove_files()
+                raise
             if kind == "read-only":
                 return self._open_read_only(error)
             self._move_aside(error)
@@ -145,6 +155,10 @@ class CallCache:
     def _triage(self, error: BaseException) -> str:
         """Raise on what stops the run (locked, full, unknown); return 'read-only' or 'corrupt'."""
         kind = _kind(error)
+        if kind == "other" and self._disk_nearly_full() and (
+                "disk i/o error" in str(error).lower() or (getattr(error, "sqlite_errorname", "") or "").startswith(
+                    "SQLITE_IOERR")):
+            kind = "full"
         if kind == "locked":
             raise UserError(
                 f"the LM call cache {self.path} stayed locked for {self.busy_timeout_seconds:.0f}s ({error})",
@@ -152,12 +166,25 @@ class CallCache:
                 "or run with lm.cache=false",
             ) from None
         if kind == "full":
-            raise UserError(f"no space left for the LM call cache {self.path} ({error}); the cache is kept as it was",
+            free = self._free_bytes()
+            room = "" if free is None else f", {free // 1024} KB free"
+            raise UserError(f"no space left for the LM call cache {self.path}: its disk is full ({error}{room}); "
+                            "the cache is kept as it was",
                             "free disk space there (or point OPTIMAS_CACHE_DIR elsewhere) and resume the run") from None
         if kind == "other" and not self._fails_integrity_check():
             raise UserError(f"the LM call cache {self.path} cannot be used ({error})",
                             "point OPTIMAS_CACHE_DIR (or lm.cache_dir) elsewhere, or run with lm.cache=false") from None
         return "read-only" if kind == "read-only" else "corrupt"
+
+    def _free_bytes(self) -> int | None:
+        try:
+            return shutil.disk_usage(self.path.parent).free
+        except OSError:
+            return None
+
+    def _disk_nearly_full(self) -> bool:
+        free = self._free_bytes()
+        return free is not None and free < FULL_BELOW_BYTES
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout_seconds, check_same_thread=False,
@@ -229,11 +256,17 @@ class CallCache:
             if side.exists():
                 side.replace(aside.with_name(aside.name + suffix))
 
+    def _remove_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+
     def _recover(self, error: sqlite3.DatabaseError) -> bool:
-        """After a failed read or write of an open cache; True when the cache can still be written."""
-        kind = self._triage(error)
+        """After a failed read or write of an open cache; True when the cache can still be written. The
+        connection is closed first: a run that stops here then leaves no -shm or emptied -wal behind."""
         if self._conn is not None:
             self._conn.close()
+            self._conn = None
+        kind = self._triage(error)
         if kind == "read-only":
             self._conn = self._open_read_only(error)
             return False

@@ -24,7 +24,7 @@ import litellm
 from optimas_cli.errors import UserError
 from optimas_cli.lm.adapters import adapter_fingerprint
 from optimas_cli.lm.cache import CachedCompletion, CallCache, call_key
-from optimas_cli.lm.errors import TRANSIENT_ERRORS, CallsAborted, RetryNotices, failure, where
+from optimas_cli.lm.errors import TRANSIENT_ERRORS, CallsAborted, RetryNotices, failure, retry_after, where
 from optimas_cli.lm.local.provider import register_provider
 from optimas_cli.lm.local.registry import is_local
 from optimas_cli.lm.paths import cache_root
@@ -319,10 +319,15 @@ class LMClient:
         """Back off before retry `attempt + 1`, saying so on the terminal and in the log."""
         if stop is not None and stop.is_set():  # the batch already failed or was interrupted: go quietly
             raise CallsAborted(model)
-        pause = min(self.retry_max_seconds, self.retry_base_seconds * 2**attempt)
-        pause *= 0.5 + random.random()  # jitter, so parallel callers do not retry in lockstep
+        asked = retry_after(error)
+        if asked is None:
+            pause = min(self.retry_max_seconds, self.retry_base_seconds * 2**attempt)
+            pause *= 0.5 + random.random()  # jitter, so parallel callers do not retry in lockstep
+        else:  # the server said when it takes calls again; a call waits no longer than it may take
+            pause = min(asked, self.timeout) if self.timeout else asked
         what = failure(error, model, self.api_base, 1, self.timeout).problem
-        line = f"{what}; retry {attempt + 1}/{self.max_retries} in {pause:.1f}s"
+        said = "" if asked is None else f" (the server asked for Retry-After: {asked:g}s)"
+        line = f"{what}; retry {attempt + 1}/{self.max_retries} in {pause:.1f}s{said}"
         log.warning("%s", line)
         self.notices.say(f"{where(model, self.api_base)} {attempt}", line)
         if stop is None:

@@ -2,6 +2,7 @@
 model, and what to do. Also which failures are worth another try, and the retry notices on the terminal."""
 from __future__ import annotations
 
+import email.utils
 import sys
 import threading
 import time
@@ -63,6 +64,22 @@ def failure(error: BaseException, model: str, api_base: str | None, tries: int, 
         return LMCallFailed(f"{at} did not send a chat completion back: {_shape(error, detail)}",
                             "check that lm.api_base points at an OpenAI-compatible /v1 endpoint")
     return LMCallFailed(f"the call to {at} failed: {type(error).__name__}: {detail}", None)
+
+
+def retry_after(error: BaseException) -> float | None:
+    """The seconds a server asked us to wait (its Retry-After header: seconds or an HTTP date), or None."""
+    for headers in (getattr(error, "litellm_response_headers", None),
+                    getattr(getattr(error, "response", None), "headers", None)):
+        value = {str(k).lower(): v for k, v in dict(headers or {}).items()}.get("retry-after")
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_tz(str(value))
+            if when is not None:
+                return max(0.0, email.utils.mktime_tz(when) - time.time())
+    return None
 
 
 def _shape(error: BaseException, detail: str) -> str:

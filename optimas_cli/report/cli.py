@@ -15,6 +15,7 @@ from optimas_cli.report.parse_failures import parse_failure_table
 from optimas_cli.report.render import markdown, write_csv
 from optimas_cli.report.runs import RunSet, load_runs, split_duplicates
 from optimas_cli.report.variants import assign
+from optimas_cli.system.run_folder import lock_holder
 
 USAGE = "optimas report RUN_OR_MULTIRUN_FOLDER [...] [--out DIR]"
 
@@ -33,18 +34,29 @@ def report_main(args: list[str]) -> int:
         opts = parse(args)
     except SystemExit as exc:  # argparse already printed the usage line
         return 0 if exc.code == 0 else 2
+    out = Path(opts.out) if opts.out else (Path(opts.folders[0]) / "report" if len(opts.folders) == 1 else Path("report"))
     try:
+        refuse_live_folder(out)
         found = load_runs(opts.folders)
     except UserError as err:
         print(f"optimas: {err}", file=sys.stderr)
         return 2
-    out = Path(opts.out) if opts.out else (Path(opts.folders[0]) / "report" if len(opts.folders) == 1 else Path("report"))
     text = write_report(found, out)
     console.print(Markdown(text))
     if found.problems:
         console.print(f"[yellow]{len(found.problems)} run folder(s) left out; reasons in {out / 'report.md'}[/]")
     console.print(f"report: {out / 'report.md'} · CSV and plots beside it")
     return 0 if found.runs else 1
+
+
+def refuse_live_folder(out: Path) -> None:
+    """A run still going on owns its folder (its lock): a report written into it would race the run's own
+    files and be stale before the run ends."""
+    for place in (out.absolute(), *out.absolute().parents):
+        pid = lock_holder(place)
+        if pid is not None:
+            raise UserError(f"{place} is the folder of a run still going on (pid {pid}); the report is not "
+                            "written into it", "wait for the run to end, or write the report elsewhere: --out DIR")
 
 
 def write_report(found: RunSet, out: Path) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optimas_cli.errors import UserError
+from optimas_cli.optim.history import history_problem
 from optimas_cli.system.run_folder import LOCK_FILE, lock_holder
 
 # What a run folder holds before the run does any work: a folder with nothing else failed before it
@@ -195,6 +196,9 @@ def read_run(folder: Path) -> Run | Problem:
         key = mistyped[0]
         return Problem(folder, f"results.json: {key} is {str(lookup(results, key))[:40]!r}, not of type "
                                f"{' or '.join(t.__name__ for t in TYPES[key])}")
+    broken = history_problem(results["history"]) if "history" in results else None
+    if broken:
+        return Problem(folder, f"results.json: {broken}")
     if "lrf" in results:
         broken = _lrf_problem(results["lrf"])
         if broken:

@@ -85,12 +85,15 @@ def is_disk_full(error: BaseException) -> bool:
 def disk_full_error(folder: str | os.PathLike, error: OSError, command: str = "run") -> UserError:
     """One line for a run that filled its disk: every file is written atomically (or rewritten on
     resume), so the folder continues from its last checkpoint once there is space."""
-    what = f" (writing {error.filename})" if error.filename else ""
+    what = f", writing {error.filename}" if error.filename else ""
+    try:
+        free = f", {shutil.disk_usage(folder).free // 1024} KB free"
+    except OSError:
+        free = ""
+    problem = f"no space left on the device of the run folder {folder}: its disk is full ({error.strerror}{what}{free})"
     if not (Path(folder) / "config.yaml").is_file():  # nothing of the run was written yet
-        return UserError(f"no space left on the device of the run folder {folder}{what}",
-                         "free space there, then run the same command again")
-    return UserError(f"no space left on the device of the run folder {folder}{what}",
-                     f"free space there, then continue: optimas {command} <same overrides> resume={folder}")
+        return UserError(problem, "free space there, then run the same command again")
+    return UserError(problem, f"free space there, then continue: optimas {command} <same overrides> resume={folder}")
 
 
 def check_free_space(path: str | os.PathLike) -> None:
