@@ -93,8 +93,10 @@ class HBC(ScoredLoopBaseline):
                 run_rewards.append(rewards(pipeline, runs[-1]))
         embedder = TextEmbedder(**self.embedder_cfg)
         scorer, summary = ReferenceSimilarityScorer.from_runs(pipeline, runs, run_rewards, embedder, self.top_fraction)
+        # the embedder as configured, not the folder it resolved to (a path of this machine's)
         summary.update(scorer="cosine similarity to the same example's best sampled run's output",
-                       embedder=embedder.where, top_fraction=self.top_fraction, temperature=self.temperature,
+                       embedder=self.embedder_cfg["backbone"] or "minilm",
+                       top_fraction=self.top_fraction, temperature=self.temperature,
                        optimized=self.components(pipeline), left_unchanged=unchanged,
                        left_unchanged_why=WHY if unchanged else None)
         return scorer, summary
