@@ -85,6 +85,7 @@ LRF = Node({
     "seed": Integer(0),
     "score_batch_size": Integer(1),
     "gradient_checkpointing": Flag(),
+    "score_traces": Flag(),
     "min_steps": Integer(0),
     "min_test_pairs": Integer(0),
     "train_fraction": FRACTION,

@@ -59,7 +59,10 @@ SEEDS = (0, 1, 2)
 HEADLINE = (128, 30, "on")  # options, K, interaction
 HEADLINE_SEEDS = (0, 1, 2, 3, 4)
 COMMON = ["budget=synthetic", "proposer=pool", "repeats=1", "lrf.judge.enabled=false", "lrf.train_backbone=heads",
-          "lrf.max_length=96"]
+          "lrf.max_length=96", "lrf.score_traces=false"]
+# lrf.score_traces=false (added after the first K=30 run, o4-K30-none s0 optimas, and all K=10 runs): per-step r_k
+# in the traces is blame for `optimas show`, read by nothing here (regret comes from the test scores), and cost
+# one LRF pass per traced step, 100-200 s of every learned Optimas run's test and test_initial
 # the simulator reads no data: without OPTIMAS_DATA_DIR's folder, the committed run files name no machine path
 NO_DATA = ["data_dir=null"]
 ITERATIONS = 100000  # never binds: the cap ends every run

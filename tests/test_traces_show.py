@@ -159,6 +159,23 @@ def test_a_trained_reward_model_adds_r_k_to_each_component_it_has_a_head_for(tmp
     assert calls == [] and [line["components"]["answer"]["reward"] for line in again] == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("score_traces", [True, False])
+def test_lrf_score_traces_off_leaves_the_steps_without_r_k(tmp_path, score_traces):
+    from omegaconf import OmegaConf
+
+    from optimas_cli.flows.run import trace_sink
+    from optimas_cli.system.run_folder import RunFolder
+
+    model = LocalRewardModel(build_tiny_bert(tmp_path / "bert"), {"answer": "answers the question"}, device="cpu")
+    cfg = OmegaConf.create({"lrf": {"score_traces": score_traces}})
+    sink = trace_sink(RunFolder(tmp_path / "run"), model, cfg)
+    system = CompoundSystem([Answer(), Shout()], inputs=("question",), outputs=("loud",))
+    trajs = system.run([{"id": "a", "question": "capital of france"}], system.default_config(),
+                       RunContext(ledger=RunLedger(2)))
+    sink.write_trajectories(system, trajs, [1.0], "test", 0)
+    assert ("reward" in read_predictions(sink.path)[0]["components"]["answer"]) is score_traces
+
+
 def test_single_llm_traces_its_one_call_per_example(tmp_path):
     from fakes import ScriptedLM
 

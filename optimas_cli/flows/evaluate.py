@@ -34,7 +34,7 @@ def evaluate_config(cfg: DictConfig, folder: RunFolder, console: Console) -> dic
                   f" on {data} ({len(examples)} examples)")
     with ctx.ledger.timed("test"):
         test = evaluate(pipeline, config, examples,
-                        ctx.replace(phase="test", traces=trace_sink(folder, ctx.lrf)), int(cfg.repeats))
+                        ctx.replace(phase="test", traces=trace_sink(folder, ctx.lrf, cfg)), int(cfg.repeats))
     results = {
         "pipeline": pipeline.name,
         "method": "eval",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from optimas_cli.flows.models import component_models, models_line
@@ -65,7 +65,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
         results["test_skipped"] = f"{stop}; the test evaluation would spend more: resume with a raised cap to evaluate"
         console.print(f"[yellow]{results['test_skipped']}[/]")
     else:
-        ectx = ctx.replace(traces=trace_sink(folder, outcome.lrf))
+        ectx = ctx.replace(traces=trace_sink(folder, outcome.lrf, cfg))
         with ctx.ledger.timed("final_validation"):
             results["validation"] = method.evaluate(pipeline, outcome, splits.val,
                                                     ectx.replace(phase="final_validation"), 1)
@@ -125,11 +125,13 @@ def parse_failures(pipeline, ctx) -> dict:
     return ctx.ledger.event_rates(PARSE_FAILURES, parsed)
 
 
-def trace_sink(folder: RunFolder, lrf) -> TraceSink:
-    """predictions.jsonl.gz for this run; a trained local reward model adds r_k to every step (blame in `optimas show`)."""
+def trace_sink(folder: RunFolder, lrf, cfg) -> TraceSink:
+    """predictions.jsonl.gz for this run; a trained local reward model adds r_k to every step (blame in
+    `optimas show`) unless lrf.score_traces is off (one LRF forward pass per distinct step)."""
     from optimas_cli.lrf.model import LocalRewardModel
 
-    return TraceSink(folder.file(PREDICTIONS), reward_model=lrf if isinstance(lrf, LocalRewardModel) else None)
+    scores = isinstance(lrf, LocalRewardModel) and OmegaConf.select(cfg, "lrf.score_traces", default=True)
+    return TraceSink(folder.file(PREDICTIONS), reward_model=lrf if scores else None)
 
 
 def ledger_summary(ctx, cfg=None) -> dict:
