@@ -214,7 +214,8 @@ class LMClient:
         # siblings are coming, so its batcher waits for all of them instead of starting with a few.
         # Shortest prompt first: the batcher pads a batch to its longest prompt and caps rows x (longest
         # prompt + max_tokens), so batches of like lengths pad less and fit more rows: fewer batches, each
-        # a full run of decode steps. Which rows share a batch does not change a greedy row's tokens.
+        # a full run of decode steps. Only the grouping moves: a row's tokens do not depend on the rows
+        # beside it (greedy, and sampled with its own seed: tests/test_lm_local.py, test_lm_batch_order.py).
         size = {c.key: self._prompt_tokens(c) for c in calls}
         calls = sorted(calls, key=lambda c: (repr(c.batch_group), size[c.key], c.index, c.offset))
         jobs: list[list[_Call]] = [[c] for c in calls if c.diversity_penalty is None]
