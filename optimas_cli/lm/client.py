@@ -26,7 +26,7 @@ from optimas_cli.lm.adapters import adapter_fingerprint
 from optimas_cli.lm.cache import CachedCompletion, CallCache, call_key
 from optimas_cli.lm.errors import TRANSIENT_ERRORS, CallsAborted, RetryNotices, failure, retry_after, where
 from optimas_cli.lm.local.provider import register_provider
-from optimas_cli.lm.local.registry import is_local
+from optimas_cli.lm.local.registry import is_local, model_name
 from optimas_cli.lm.paths import cache_root
 from optimas_cli.lm.pricing import CallPrice
 from optimas_cli.lm.sampling import sample_seed
@@ -212,7 +212,12 @@ class LMClient:
             return []
         # Calls with the same settings go out together, and each tells the local provider how many
         # siblings are coming, so its batcher waits for all of them instead of starting with a few.
-        calls = sorted(calls, key=lambda c: (repr(c.batch_group), c.index, c.offset))
+        # Shortest prompt first: the batcher pads a batch to its longest prompt and caps rows x (longest
+        # prompt + max_tokens), so batches of like lengths pad less and fit more rows: fewer batches, each
+        # a full run of decode steps. Only the grouping moves: a row's tokens do not depend on the rows
+        # beside it (greedy, and sampled with its own seed: tests/test_lm_local.py, test_lm_batch_order.py).
+        size = {c.key: self._prompt_tokens(c) for c in calls}
+        calls = sorted(calls, key=lambda c: (repr(c.batch_group), size[c.key], c.index, c.offset))
         jobs: list[list[_Call]] = [[c] for c in calls if c.diversity_penalty is None]
         joint: dict[int, list[_Call]] = defaultdict(list)  # a diverse beam search's candidates: one call
         for c in calls:
@@ -226,6 +231,14 @@ class LMClient:
         else:
             done = self._in_parallel(jobs, workers, group_sizes)
         return [pair for job, completions in done for pair in zip(job, completions, strict=True)]
+
+    def _prompt_tokens(self, call: _Call) -> int:
+        """The tokens of a local call's prompt, as the provider will count them; 0 where nothing is batched
+        here (an API model, litellm's mock answer)."""
+        if not is_local(call.model) or self.mock_response is not None:
+            return 0
+        local_model = self.provider.model(model_name(call.model), str(self.cache_dir))
+        return local_model.prompt_tokens(local_model.render(call.messages))
 
     def _in_parallel(self, jobs: list[list[_Call]], workers: int, group_sizes: Counter) -> list:
         """The jobs on a thread pool. The first failure (or Ctrl-C / SIGTERM in the main thread) stops
