@@ -10,9 +10,9 @@ LM, through our LM layer (methods/gepa_adapter.py): calls are cached and counted
 GEPA triggers is in the run ledger (executed runs per phase).
 
 Budget: GEPA's `max_metric_calls` (one call = one example scored). Set explicitly, or, in a run with a
-run cap (budget.max_runs, or budget.max_runs_from=optimas for matched cost), as many as the cap pays
-for at the cheapest (a call re-runs at least one of the K components: cap x K), the cap ending the
-search where it is spent; before any system run the adapter checks the caps with that evaluation's cost
+run cap (budget.max_runs, or budget.max_runs_from=optimas for matched cost), none: the cap alone ends the
+search where it is spent (a count would bind first, since a call on a cached parent costs less than one
+component's run: cap x K calls ended a PubMedQA run at 52 of its 65 runs); before any system run the adapter checks the caps with that evaluation's cost
 ahead, so the cap is never crossed, and GEPA stops at the next iteration. Without a cap, budget.
 iterations proposals' worth: the seed's validation, then per proposal the parent and the child on a
 minibatch and the child on validation.
@@ -30,7 +30,6 @@ starts over (GEPA's state is not checkpointed with the run's accounts).
 from __future__ import annotations
 
 import logging
-import math
 from importlib.metadata import version
 
 import gepa
@@ -130,13 +129,12 @@ class GEPA(Method):
     def prompt_proposer(self, pipeline, ctx) -> str:
         return "lm"
 
-    def metric_calls(self, components: int, val_size: int, ctx) -> tuple[int, bool]:
+    def metric_calls(self, components: int, val_size: int, ctx) -> tuple[int | None, bool]:
         """GEPA's max_metric_calls, and whether the run cap (not that count) is meant to end the search."""
         if self.max_metric_calls is not None:
             return self.max_metric_calls, False
-        cap = ctx.caps.max_runs if ctx.caps is not None else None
-        if cap is not None:
-            return math.ceil(cap * components), True
+        if ctx.caps is not None and ctx.caps.max_runs is not None:
+            return None, True  # no count: a call can cost less than 1/K runs (a cached parent), so any count can bind first
         return val_size + self.budget.iterations * (2 * self.minibatch_size + val_size), False
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
@@ -152,8 +150,9 @@ class GEPA(Method):
         reflection = RunReflectionLM(ctx.replace(phase="local_optimization"), self.max_tokens, self.temperature)
         max_calls, until_cap = self.metric_calls(len(system), len(splits.val), ctx)
         recorder = HistoryRecorder(self, ctx, len(splits.val), reflection)
-        self.console.print(f"[bold]GEPA[/] · {prompt_names} · max_metric_calls {max_calls}"
-                           + (f" (the run cap of {ctx.caps.max_runs:g} executed runs ends it)" if until_cap else "")
+        self.console.print(f"[bold]GEPA[/] · {prompt_names} · "
+                           + (f"until the run cap of {ctx.caps.max_runs:g} executed runs" if until_cap
+                              else f"max_metric_calls {max_calls}")
                            + f" · minibatches of {self.minibatch_size}")
         result, ended = None, ""
         with phase("GEPA", lm=ctx.lm):
@@ -172,7 +171,8 @@ class GEPA(Method):
         if ctx.caps is not None and ctx.caps.stopped is not None:
             ended = str(ctx.caps.stopped)
         elif result is not None:
-            ended = f"max_metric_calls={max_calls} reached" if result.total_metric_calls >= max_calls else "GEPA stopped"
+            ended = (f"max_metric_calls={max_calls} reached" if max_calls is not None and result.total_metric_calls >= max_calls
+                     else "GEPA stopped")
         end_as_planned(until_cap, ctx.caps, "GEPA")
         config, extras = initial, {}
         if result is not None:
