@@ -22,7 +22,7 @@ _spec.loader.exec_module(bench)
 
 
 def test_each_phase_records_the_running_peak_rss_when_its_outermost_block_ends(monkeypatch):
-    readings = iter([100.0, 300.0, 400.0])  # getrusage's maxrss: it only grows
+    readings = iter([100.0, 300.0, 400.0, 500.0])  # getrusage's maxrss: it only grows
     monkeypatch.setattr(ledger_module, "peak_rss_mib", lambda: next(readings))
     ledger = RunLedger(1)
     with ledger.timed("collect"):
@@ -31,8 +31,10 @@ def test_each_phase_records_the_running_peak_rss_when_its_outermost_block_ends(m
         pass
     with ledger.timed("collect"):
         pass
-    phases = ledger.to_dict()["by_phase"]
+    summary = ledger.to_dict()
+    phases = summary["by_phase"]
     assert phases["collect"]["peak_rss_mib_so_far"] == 400.0 and phases["train"]["peak_rss_mib_so_far"] == 300.0
+    assert summary["peak_rss_mib"] == 500.0  # the process's, when the summary is written
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmRSS from /proc")

@@ -56,7 +56,7 @@ class RunLedger:
         # phase -> component -> event -> count: what a component could not do cleanly (an output it
         # could not parse, retrieved text cut to fit its prompt budget), beside how often it ran
         self.events: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
-        self.peak_rss_mib: dict[str, float] = {}  # phase -> the process's peak RSS when the phase last ended
+        self.peak_rss_at_end: dict[str, float] = {}  # phase -> the process's peak RSS when the phase last ended
         self.engine: dict[str, EngineTotals] = defaultdict(EngineTotals)  # phase -> embedded model's prefill/decode
         self._open_seconds: dict[str, float] = {}  # phase -> start of its timed block still running
         self._open_engine: dict[str, EngineTotals] = {}  # phase -> ENGINE's totals when its block started
@@ -118,7 +118,7 @@ class RunLedger:
         finally:
             if outer:
                 self.engine[phase] = self.engine[phase].plus(ENGINE.totals().minus(self._open_engine.pop(phase)))
-                self.peak_rss_mib[phase] = max(self.peak_rss_mib.get(phase, 0.0), peak_rss_mib())
+                self.peak_rss_at_end[phase] = max(self.peak_rss_at_end.get(phase, 0.0), peak_rss_mib())
 
     def _engine_so_far(self) -> dict[str, EngineTotals]:
         """The embedded model's prefill/decode by phase, including the phases still running."""
@@ -183,7 +183,7 @@ class RunLedger:
                 "executions": _plain(self.executions), "charged": _plain(self.charged), "pairs": _plain(self.pairs),
                 "events": self._events_dict(), "phase_seconds": self._with_open(self.seconds, self._open_seconds),
                 "compute_seconds": self.compute_so_far(), "elapsed": self.elapsed(),
-                "peak_rss_mib": {**self.peak_rss_mib, **dict.fromkeys(self._open_engine, peak_rss_mib())},
+                "peak_rss_mib": {**self.peak_rss_at_end, **dict.fromkeys(self._open_engine, peak_rss_mib())},
                 "engine": {p: asdict(t) for p, t in self._engine_so_far().items()}}
 
     def add_seconds(self, phase: str, seconds: float) -> None:
@@ -212,7 +212,7 @@ class RunLedger:
         self.restore_executions(state)
         self.seconds.update({p: float(s) for p, s in state["phase_seconds"].items()})
         self.compute.update({k: float(s) for k, s in state.get("compute_seconds", {}).items()})
-        self.peak_rss_mib.update(state.get("peak_rss_mib", {}))  # absent in checkpoints written before them
+        self.peak_rss_at_end.update(state.get("peak_rss_mib", {}))  # absent in checkpoints written before them
         self.engine.update({p: EngineTotals(**t) for p, t in state.get("engine", {}).items()})
         self._earlier_seconds = float(state["elapsed"])
         self._started = time.perf_counter()
@@ -230,11 +230,13 @@ class RunLedger:
             }
             if p in self.pairs:
                 by_phase[p]["pairs"] = dict(self.pairs[p])
-            if p in self.peak_rss_mib:  # timed phases
-                by_phase[p]["peak_rss_mib_so_far"] = round(self.peak_rss_mib[p], 1)
+            if p in self.peak_rss_at_end:  # timed phases
+                by_phase[p]["peak_rss_mib_so_far"] = round(self.peak_rss_at_end[p], 1)
                 by_phase[p]["engine"] = _rounded(asdict(self.engine[p]))
         return {"runs": round(self.equivalent_runs(), 4), "paper_runs": round(self.paper_runs(), 4),
                 "seconds": round(self.elapsed(), 3),
+                # the process's peak RSS so far (a resumed run's: the highest of its processes')
+                "peak_rss_mib": round(max([peak_rss_mib(), *self.peak_rss_at_end.values()]), 1),
                 "compute_seconds": {k: round(v, 3) for k, v in sorted(self.compute.items())}, "by_phase": by_phase}
 
 
