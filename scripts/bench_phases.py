@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -117,8 +118,9 @@ def cell(value, fmt: str) -> str:
 
 
 def values_table(title: str, rec: dict) -> Table:
-    table = Table(title=title)
-    table.add_column("phase")
+    table = Table(title=title, caption="optimize holds the phases that run inside it; tokens: of generated calls only; "
+                  "peak RSS so far: the process's running peak when the phase last ended (run: the whole process's)")
+    table.add_column("phase", no_wrap=True)
     for name, _, _ in COLUMNS:
         table.add_column(name, justify="right")
     for phase, row in [*rec["phases"].items(), ("run", rec["run"])]:
@@ -128,7 +130,7 @@ def values_table(title: str, rec: dict) -> Table:
 
 def ratio_table(title: str, before: dict, now: dict) -> Table:
     table = Table(title=title)
-    table.add_column("phase")
+    table.add_column("phase", no_wrap=True)
     names = dict((key, name) for name, key, _ in COLUMNS)
     for key in RATIO_KEYS:
         table.add_column(names[key], justify="right")
@@ -176,7 +178,12 @@ def run_slice(code: Path, args: list[str], cache: Path, run_dir: Path, what: str
     started = time.perf_counter()
     with errors.open("w") as stderr:
         process = subprocess.Popen(cmd, cwd=code, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(process.pid, 0)
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        except BaseException:  # Ctrl-C, SIGTERM: no run left behind
+            process.kill()
+            process.wait()
+            raise
     wall = time.perf_counter() - started
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
@@ -224,7 +231,8 @@ def main() -> int:
     parser.add_argument("--label", default=time.strftime("%Y%m%d-%H%M%S"))
     parser.add_argument("--keep", action="store_true", help="keep the run folders under outputs/bench/")
     args = parser.parse_args()
-    console = Console()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench: stopped by SIGTERM"))  # so the worktree is removed
+    console = Console() if sys.stdout.isatty() else Console(width=160)  # a log file: full tables, not 80 columns
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="optimas-bench-") as tmp:
         if args.compare:

@@ -75,7 +75,7 @@ def test_a_checkpoint_inside_a_phase_keeps_its_prefill_decode_and_peak_for_the_r
         ENGINE.add(EngineTotals(prefill_tokens=50, prefill_seconds=0.5, decode_tokens=10, decode_seconds=1.0))
     phase = resumed.to_dict()["by_phase"]["optimize"]
     assert phase["engine"] == {"prefill_tokens": 150, "prefill_seconds": 1.5, "decode_tokens": 30, "decode_seconds": 3.0}
-    assert phase["peak_rss_mib_so_far"] >= checkpoint["peak_rss_mib"]["optimize"] > 0
+    assert phase["peak_rss_mib_so_far"] >= round(checkpoint["peak_rss_mib"]["optimize"], 1) > 0  # shown to 0.1 MiB
 
 
 def results(test_scores, with_new_fields=True, seconds=10.0, prompt_tokens=400) -> dict:
