@@ -36,8 +36,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check optimas_cli pipelines scripts tests
 
+# Per-phase seconds, calls, tokens, prefill/decode speed and RSS of two small slices, then the LM layer's
+# throughput. Against another revision in one invocation: make bench BENCH_ARGS="--compare main"
 bench: $(STAMP)
-	$(BIN)/python scripts/bench_phases.py
+	$(BIN)/python scripts/bench_phases.py $(BENCH_ARGS)
 	$(BIN)/python scripts/bench_lm.py
 
 # The small-budget Table 2 (+ LLMSelector on PubMedQA) and Table 4 on the embedded LM, then the report.

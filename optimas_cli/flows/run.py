@@ -154,6 +154,7 @@ def ledger_summary(ctx, cfg=None) -> dict:
         "compute_usd": costs["compute_usd"],
         "compute_by_kind": costs["compute_by_kind"],
         "seconds": system["seconds"],
+        "peak_rss_mib": system["peak_rss_mib"],  # the process's peak RSS when results.json was written
         "by_phase": system["by_phase"],
         "lm": lm,
         "caps": ctx.caps.limits() if ctx.caps is not None else {},

@@ -17,13 +17,21 @@ Two named counts, side by side:
   for r_k to score, the search sample's own runs, RL generations) is not charged.
 
 Beside them, the compute seconds of local training (LRF Stages 1 and 2, GRPO), charged like the LM's.
+Each timed phase also records, when its outermost block ends, the process's peak RSS so far (a running
+peak: getrusage's maxrss only grows) and the embedded model's prefill/decode tokens and seconds spent
+inside it (lm/local/clock.py).
 """
 from __future__ import annotations
 
+import resource
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
+
+from optimas_cli.lm.local.clock import ENGINE, EngineTotals
 
 SEARCH_SAMPLE_PHASE = "search_sample"  # the loop's search inputs: local scoring's input, not charged by the paper
 
@@ -48,7 +56,10 @@ class RunLedger:
         # phase -> component -> event -> count: what a component could not do cleanly (an output it
         # could not parse, retrieved text cut to fit its prompt budget), beside how often it ran
         self.events: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+        self.peak_rss_at_end: dict[str, float] = {}  # phase -> the process's peak RSS when the phase last ended
+        self.engine: dict[str, EngineTotals] = defaultdict(EngineTotals)  # phase -> embedded model's prefill/decode
         self._open_seconds: dict[str, float] = {}  # phase -> start of its timed block still running
+        self._open_engine: dict[str, EngineTotals] = {}  # phase -> ENGINE's totals when its block started
         self._open_compute: dict[str, float] = {}
         self._started = time.perf_counter()
         self._earlier_seconds = 0.0  # wall time of the process(es) this run resumed from
@@ -98,8 +109,23 @@ class RunLedger:
 
     @contextmanager
     def timed(self, phase: str):
-        with self._counting(self.seconds, self._open_seconds, phase):
-            yield
+        outer = phase not in self._open_seconds  # a nested block of the same phase is counted by the outer one
+        if outer:
+            self._open_engine[phase] = ENGINE.totals()
+        try:
+            with self._counting(self.seconds, self._open_seconds, phase):
+                yield
+        finally:
+            if outer:
+                self.engine[phase] = self.engine[phase].plus(ENGINE.totals().minus(self._open_engine.pop(phase)))
+                self.peak_rss_at_end[phase] = max(self.peak_rss_at_end.get(phase, 0.0), peak_rss_mib())
+
+    def _engine_so_far(self) -> dict[str, EngineTotals]:
+        """The embedded model's prefill/decode by phase, including the phases still running."""
+        now, live = ENGINE.totals(), dict(self.engine)
+        for phase, start in self._open_engine.items():
+            live[phase] = live.get(phase, EngineTotals()).plus(now.minus(start))
+        return live
 
     @contextmanager
     def computing(self, kind: str):
@@ -156,7 +182,9 @@ class RunLedger:
         return {"num_components": self.num_components,
                 "executions": _plain(self.executions), "charged": _plain(self.charged), "pairs": _plain(self.pairs),
                 "events": self._events_dict(), "phase_seconds": self._with_open(self.seconds, self._open_seconds),
-                "compute_seconds": self.compute_so_far(), "elapsed": self.elapsed()}
+                "compute_seconds": self.compute_so_far(), "elapsed": self.elapsed(),
+                "peak_rss_mib": {**self.peak_rss_at_end, **dict.fromkeys(self._open_engine, peak_rss_mib())},
+                "engine": {p: asdict(t) for p, t in self._engine_so_far().items()}}
 
     def add_seconds(self, phase: str, seconds: float) -> None:
         """Wall time spent outside this process (a killed one's, past its last checkpoint)."""
@@ -184,6 +212,8 @@ class RunLedger:
         self.restore_executions(state)
         self.seconds.update({p: float(s) for p, s in state["phase_seconds"].items()})
         self.compute.update({k: float(s) for k, s in state.get("compute_seconds", {}).items()})
+        self.peak_rss_at_end.update(state.get("peak_rss_mib", {}))  # absent in checkpoints written before them
+        self.engine.update({p: EngineTotals(**t) for p, t in state.get("engine", {}).items()})
         self._earlier_seconds = float(state["elapsed"])
         self._started = time.perf_counter()
 
@@ -200,8 +230,13 @@ class RunLedger:
             }
             if p in self.pairs:
                 by_phase[p]["pairs"] = dict(self.pairs[p])
+            if p in self.peak_rss_at_end:  # timed phases
+                by_phase[p]["peak_rss_mib_so_far"] = round(self.peak_rss_at_end[p], 1)
+                by_phase[p]["engine"] = _rounded(asdict(self.engine[p]))
         return {"runs": round(self.equivalent_runs(), 4), "paper_runs": round(self.paper_runs(), 4),
                 "seconds": round(self.elapsed(), 3),
+                # the process's peak RSS so far (a resumed run's: the highest of its processes')
+                "peak_rss_mib": round(max([peak_rss_mib(), *self.peak_rss_at_end.values()]), 1),
                 "compute_seconds": {k: round(v, 3) for k, v in sorted(self.compute.items())}, "by_phase": by_phase}
 
 
@@ -216,6 +251,16 @@ class _Provisional:
             for component, n in by_component.items():
                 self._ledger.charged[phase][component] += n
         self._pending.clear()
+
+
+def peak_rss_mib() -> float:
+    """The process's peak resident set size so far, in MiB (maxrss is in KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
+
+
+def _rounded(row: dict) -> dict:
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
 
 
 def _plain(counts: dict) -> dict:

@@ -23,6 +23,7 @@ from transformers import (
 from optimas_cli.devices import pick_device, pick_dtype
 from optimas_cli.errors import UserError
 from optimas_cli.lm.adapters import adapter_fingerprint, adapter_folder
+from optimas_cli.lm.local.clock import StepClock
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +206,12 @@ class LocalModel:
     ) -> list[Generation]:
         encoded = {k: v.to(self.device) for k, v in self.tokenize(prompts, decoding.max_tokens).items()}
         prompt_width = encoded["input_ids"].shape[1]
+        kwargs = self.generation_kwargs(decoding, seeds, prompt_width)
         with self._adapter_scope(adapter):
-            output = self._generator_model.generate(**encoded, **self.generation_kwargs(decoding, seeds, prompt_width))
+            clock = StepClock()  # prefill vs decode time (lm/local/clock.py); an adapter load is not counted
+            kwargs["stopping_criteria"] = [*kwargs.get("stopping_criteria", []), clock]
+            output = self._generator_model.generate(**encoded, **kwargs)
+            clock.stop()
         prompt_tokens = encoded["attention_mask"].sum(dim=1).tolist()
         results = []
         for row, new_ids in enumerate(output[:, prompt_width:].tolist()):
@@ -215,6 +220,7 @@ class LocalModel:
             text, hit_stop = cut_at_stop(text, self.stop_strings(decoding))
             finish = "stop" if ended or hit_stop else "length"
             results.append(Generation(text.strip() if not self.chat_template else text, int(prompt_tokens[row]), count, finish))
+        clock.finish(prompt_tokens, [g.completion_tokens for g in results])
         return results
 
 
