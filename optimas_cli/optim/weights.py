@@ -206,8 +206,9 @@ def train_adapter(
 
 # Tokens per tile of trl's chunked log-prob kernel. trl's 4,096 tokens x 32,768 vocabulary columns make
 # tiles of 512 MB in float32, and its CPU path keeps several such temporaries alive at once: 4 GB on top
-# of the backward of one Amazon step. Each token's log-prob is computed on its own row of a tile, so
-# fewer rows per tile change no result.
+# of the backward of one Amazon step. Each token's log-prob is computed on its own row of a tile: tiles
+# of a multiple of 64 rows gave bitwise the same log-probs, entropies and gradients (tests/test_grpo_memory.py;
+# tiles of a few rows take another matrix-multiply path and differ in the last bits).
 LOGPROB_TILE_TOKENS = 512
 
 
