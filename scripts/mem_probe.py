@@ -92,13 +92,14 @@ def probe_lrf_train(args) -> dict:
     from optimas_cli.lrf.train import train_stage1
 
     examples = longest_first("analyzer", lambda m: len(m[0]["content"]))
-    model = LocalRewardModel(components={"session_analyzer": ""}, max_length=256, train_backbone="full")
+    model = LocalRewardModel(components={"session_analyzer": ""}, max_length=256, train_backbone="full",
+                             gradient_checkpointing=args.gradient_checkpointing)
     pairs = [PreferencePair("session_analyzer", {"sequence": x["sequence"]}, {"context": CONTEXT + str(i)},
                             {"context": FEEDBACK + str(i)}, 1.0, 0.0) for i, x in enumerate(examples[: args.pairs])]
     loaded = peak_gb()
     result = train_stage1(model, pairs, {"epochs": 1, "batch_size": 16, "dev_fraction": 0.0, "test_fraction": 0.0})
     return {"pairs": len(pairs), "steps": result["steps"], "loaded_gb": loaded,
-            "heads": model.heads[0].weight.detach().flatten()[:4].tolist()}
+            "scores": model.score("session_analyzer", [p.context for p in pairs[:4]], [p.chosen for p in pairs[:4]])}
 
 
 def probe_grpo(args) -> dict:
@@ -149,6 +150,7 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=3, help="diverse beam groups (lrf.collect.num_candidates)")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--pairs", type=int, default=32)
+    parser.add_argument("--gradient-checkpointing", action="store_true", help="lrf-train: lrf.gradient_checkpointing=true")
     args = parser.parse_args()
     import torch
 

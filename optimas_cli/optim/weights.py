@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from optimas_cli.errors import UserError
+from optimas_cli.memory import large_allocations_unmapped_on_free
 from optimas_cli.optim import Proposal, make_rng, score_value
 from optimas_cli.optim.settings import WeightsSettings, typed
 from optimas_cli.system.component import Component
@@ -187,7 +188,7 @@ def train_adapter(
     # same numbers stay in trainer.state.log_history, which is what we keep.
     trainer.remove_callback(PrinterCallback)
     started = time.perf_counter()
-    with small_logprob_tiles():
+    with small_logprob_tiles(), large_allocations_unmapped_on_free():
         trainer.train()
     seconds = time.perf_counter() - started
     # Only the trained adapter: with beta > 0 trl adds a frozen "ref" copy beside it.
