@@ -31,6 +31,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.lrf.buffer import ReplayBuffer
 from optimas_cli.lrf.metrics import summarize_correct
 from optimas_cli.lrf.pairs import PreferencePair, by_component
+from optimas_cli.memory import large_allocations_unmapped_on_free
 from optimas_cli.progress import phase, track
 
 log = logging.getLogger(__name__)
@@ -261,7 +262,7 @@ def train_stage1(
     rng = random.Random(cfg.seed)
     history: list[dict] = []
     steps = 0
-    with _seeded(model, cfg.seed):
+    with _seeded(model, cfg.seed), large_allocations_unmapped_on_free():
         optimizer = _optimizer(model, cfg.lr, cfg)
         best_key, best_state, best_epoch = None, _trainable_state(model), 0
         if held_items:  # for the record only: the untrained model is never the one kept
@@ -332,7 +333,7 @@ def adapt_stage2(
     fresh_items = _render(model, fresh_pairs)
     _, before = _evaluate(model, fresh_items, cfg.stage2_batch_size)
     losses = []
-    with _seeded(model, cfg.seed + 1 + len(buffer)):
+    with _seeded(model, cfg.seed + 1 + len(buffer)), large_allocations_unmapped_on_free():
         optimizer = _optimizer(model, cfg.stage2_lr or cfg.lr, cfg)
         model.train()
         for batch in track(batches, "LRF adaptation · batches"):

@@ -34,6 +34,7 @@ exploration to learn from. (Weights components send no stop strings: LocalModelC
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
@@ -47,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from optimas_cli.errors import UserError
+from optimas_cli.memory import large_allocations_unmapped_on_free
 from optimas_cli.optim import Proposal, make_rng, score_value
 from optimas_cli.optim.settings import WeightsSettings, typed
 from optimas_cli.system.component import Component
@@ -162,7 +164,10 @@ def train_adapter(
         use_vllm=False,
         bf16=bf16,
         use_cpu=not on_gpu,
-        activation_checkpointing=False,  # small local models: recomputation costs more than it saves
+        # Recompute each layer's activations in the backward pass instead of holding them: one GRPO step on
+        # Amazon's profiler prompts (8 completions of ~1,000 tokens) held 17 GB without it, 8.7 GB with it,
+        # and trained the same adapter (scripts/mem_probe.py grpo).
+        activation_checkpointing=True,
         logging_steps=1,
         save_strategy="no",
         report_to="none",
@@ -183,7 +188,8 @@ def train_adapter(
     # same numbers stay in trainer.state.log_history, which is what we keep.
     trainer.remove_callback(PrinterCallback)
     started = time.perf_counter()
-    trainer.train()
+    with small_logprob_tiles(), large_allocations_unmapped_on_free():
+        trainer.train()
     seconds = time.perf_counter() - started
     # Only the trained adapter: with beta > 0 trl adds a frozen "ref" copy beside it.
     trainer.model.save_pretrained(str(out_dir), selected_adapters=["default"])
@@ -197,6 +203,34 @@ def train_adapter(
             # per step: the longest completion (tokens) and the share that hit the budget before ending
             "completion_max_tokens": [e.get("completions/max_length") for e in steps],
             "completion_cut_share": [e.get("completions/clipped_ratio") for e in steps]}
+
+
+# Tokens per tile of trl's chunked log-prob kernel. trl's 4,096 tokens x 32,768 vocabulary columns make
+# tiles of 512 MB in float32, and its CPU path keeps several such temporaries alive at once: 4 GB on top
+# of the backward of one Amazon step. Each token's log-prob is computed on its own row of a tile: tiles
+# of a multiple of 64 rows gave bitwise the same log-probs, entropies and gradients (tests/test_grpo_memory.py;
+# tiles of a few rows take another matrix-multiply path and differ in the last bits).
+LOGPROB_TILE_TOKENS = 512
+
+
+@contextlib.contextmanager
+def small_logprob_tiles(tokens: int = LOGPROB_TILE_TOKENS):
+    """trl's chunked log-prob kernel on tiles of at most `tokens` rows while the block runs (trl reads
+    the module constant at each call; a trl without it is left alone)."""
+    try:
+        from trl.kernels import chunked_logprob
+    except ImportError:
+        yield
+        return
+    before = getattr(chunked_logprob, "TOKEN_CHUNK_SIZE", None)
+    if before is None:
+        yield
+        return
+    chunked_logprob.TOKEN_CHUNK_SIZE = min(before, tokens)
+    try:
+        yield
+    finally:
+        chunked_logprob.TOKEN_CHUNK_SIZE = before
 
 
 def split_held_out(inputs: Sequence[dict], fraction: float) -> tuple[list[dict], list[dict]]:
