@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
 from io import StringIO
 
 import pytest
@@ -117,6 +118,20 @@ def run(pipeline, folder, max_runs=None, budget=None, **settings):
     return outcome, ctx
 
 
+def test_a_cap_with_runs_left_but_too_few_for_the_next_evaluation_ends_gepa(tmp_path):
+    def hung(*_):
+        raise TimeoutError("GEPA went on after the cap refused its next evaluation")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:  # the seed's validation costs 10 runs; every later evaluation needs more than the 0.3 left
+        outcome, ctx = run(prompt_chain(), tmp_path, max_runs=10.3, budget=smoke_budget(max_runs_from="optimas"))
+    finally:
+        signal.alarm(0)
+    info = outcome.extras["gepa"]
+    assert "max_runs" in info["ended"] and info["reflection_calls"] == 0 and ctx.ledger.equivalent_runs() <= 10.3
+
+
 def test_the_run_cap_sizes_gepas_budget_and_is_never_crossed(tmp_path):
     pipeline = prompt_chain()
     outcome, ctx = run(pipeline, tmp_path, max_runs=40.0, budget=smoke_budget(max_runs_from="optimas"))
@@ -126,7 +141,7 @@ def test_the_run_cap_sizes_gepas_budget_and_is_never_crossed(tmp_path):
     # stopped where GEPA's next evaluation (at most a validation pass of 10 runs) would have crossed it
     assert 40.0 - 10 < spent <= 40.0 and "max_runs" in info["ended"]
     assert ctx.caps.stopped is None  # the planned end of a run GEPA's budget is the cap of: no resume asked for
-    assert spent == ctx.ledger.equivalent_runs("validation") + ctx.ledger.equivalent_runs("local_optimization")
+    assert spent == pytest.approx(ctx.ledger.equivalent_runs("validation") + ctx.ledger.equivalent_runs("local_optimization"))
 
 
 def test_a_cap_below_an_explicit_metric_budget_stops_the_run(tmp_path):

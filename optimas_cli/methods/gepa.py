@@ -66,7 +66,10 @@ class HistoryRecorder:
         self.error: BaseException | None = None
 
     def __call__(self, state) -> bool:  # a GEPA stopper, asked before each iteration
-        return self.failure() is not None or cap_reached(self.ctx)
+        # an evaluation the cap could not hold (CapReached, caught by GEPA) set caps.stopped with runs still
+        # left: stop there too, or GEPA would select, reflect and be refused again forever
+        stopped = self.ctx.caps is not None and self.ctx.caps.stopped is not None
+        return self.failure() is not None or stopped or cap_reached(self.ctx)
 
     def failure(self) -> BaseException | None:
         """An error in an evaluation or in the reflection LM, which GEPA logged and went on past."""
