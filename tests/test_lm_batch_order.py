@@ -21,8 +21,8 @@ def chat(n_words: int) -> list[dict]:
 LENGTHS = [40, 3, 25, 9, 60, 1]  # words per prompt, in request order: long and short mixed
 
 
-def test_local_calls_go_out_shortest_prompt_first_and_come_back_in_request_order(tiny_model):
-    lm = LMClient(model=tiny_model, temperature=0.0, max_tokens=4, concurrency=1, cache=False)
+def record_send_order(lm: LMClient) -> list[int]:
+    """The words of each prompt, in the order the client sends them to generation."""
     sent = []
     generate_one = lm._call_with_retries
 
@@ -31,6 +31,12 @@ def test_local_calls_go_out_shortest_prompt_first_and_come_back_in_request_order
         return generate_one(job, batch_hint, stop)
 
     lm._call_with_retries = recording
+    return sent
+
+
+def test_local_calls_go_out_shortest_prompt_first_and_come_back_in_request_order(tiny_model):
+    lm = LMClient(model=tiny_model, temperature=0.0, max_tokens=4, concurrency=1, cache=False)
+    sent = record_send_order(lm)
     responses = lm.complete([LMRequest(chat(n)) for n in LENGTHS])
     assert sent == sorted(LENGTHS)
     model = LOCAL_PROVIDER.model(model_name(tiny_model))
@@ -41,14 +47,7 @@ def test_local_calls_go_out_shortest_prompt_first_and_come_back_in_request_order
 def test_api_calls_keep_request_order(tiny_model):
     lm = LMClient(model="openai/gpt-4o-mini", temperature=0.0, max_tokens=4, concurrency=1, cache=False,
                   mock_response="1")
-    sent = []
-    generate_one = lm._call_with_retries
-
-    def recording(job, batch_hint, stop=None):
-        sent.append(len(job[0].messages[0]["content"].split()))
-        return generate_one(job, batch_hint, stop)
-
-    lm._call_with_retries = recording
+    sent = record_send_order(lm)
     lm.complete([LMRequest(chat(n)) for n in LENGTHS])
     assert sent == LENGTHS  # nothing is batched here: no tokenizer is loaded to order them
 
