@@ -216,8 +216,11 @@ class LMClient:
         # prompt + max_tokens), so batches of like lengths pad less and fit more rows: fewer batches, each
         # a full run of decode steps. Only the grouping moves: a row's tokens do not depend on the rows
         # beside it (greedy, and sampled with its own seed: tests/test_lm_local.py, test_lm_batch_order.py).
-        size = {c.key: self._prompt_tokens(c) for c in calls}
-        calls = sorted(calls, key=lambda c: (repr(c.batch_group), size[c.key], c.index, c.offset))
+        size: dict[int, int] = {}  # by request: its n samples share one prompt, tokenized once
+        for c in calls:
+            if c.index not in size:
+                size[c.index] = self._prompt_tokens(c)
+        calls = sorted(calls, key=lambda c: (repr(c.batch_group), size[c.index], c.index, c.offset))
         jobs: list[list[_Call]] = [[c] for c in calls if c.diversity_penalty is None]
         joint: dict[int, list[_Call]] = defaultdict(list)  # a diverse beam search's candidates: one call
         for c in calls:
