@@ -2,9 +2,9 @@
 
 For each batch size B the same B chat prompts are generated twice in this process: once by calling
 `model.generate` directly on the padded batch, and once as B concurrent requests through LMClient ->
-litellm.completion -> the local provider's dynamic batcher. Both runs are greedy with the same
-settings, so they produce the same tokens; the ratio of their tokens per second is what the layer
-costs (target: >= 0.9 at B >= 8).
+litellm.completion -> the local provider's dynamic batcher and its decode loop (lm/local/decode.py, which
+drops a row once it is done). Both runs are greedy with the same settings, so they produce the same
+tokens; the ratio of their tokens per second is what the layer costs, or saves (target: >= 0.9 at B >= 8).
 
     python scripts/bench_lm.py [--model local/smollm2-135m-instruct] [--max-tokens 32] [--repeats 3]
 """

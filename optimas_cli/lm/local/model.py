@@ -24,6 +24,7 @@ from optimas_cli.devices import pick_device, pick_dtype
 from optimas_cli.errors import UserError
 from optimas_cli.lm.adapters import adapter_fingerprint, adapter_folder
 from optimas_cli.lm.local.clock import StepClock
+from optimas_cli.lm.local.decode import decode
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,12 @@ class SeededGumbelSampling(LogitsProcessor):
         self.generators = [torch.Generator().manual_seed(s) for s in seeds]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        return self.perturb(scores, range(len(self.generators)))
+
+    def perturb(self, scores: torch.FloatTensor, rows) -> torch.FloatTensor:
+        """The perturbed scores of `rows` (indices into the seeds), one row of `scores` each."""
         vocab = scores.shape[-1]
-        uniform = torch.stack([torch.rand(vocab, generator=g) for g in self.generators]).to(scores.device)
+        uniform = torch.stack([torch.rand(vocab, generator=self.generators[r]) for r in rows]).to(scores.device)
         gumbel = -torch.log(-torch.log(uniform.clamp_(min=1e-10)))
         return scores.float() / self.temperature + gumbel
 
@@ -89,6 +94,11 @@ class StopStringsInCompletion(StoppingCriteria):
         tails = input_ids[:, self.prompt_width :][:, -self.window :]
         texts = self.tokenizer.batch_decode(tails, skip_special_tokens=True)
         return torch.tensor([any(s in t for s in self.stops) for t in texts], device=input_ids.device)
+
+    def stopped(self, new_tokens: list[int]) -> bool:
+        """One row's check, on its generated tokens (the decode loop's form of __call__)."""
+        text = self.tokenizer.decode(new_tokens[-self.window :], skip_special_tokens=True)
+        return any(s in text for s in self.stops)
 
 
 class LocalModel:
@@ -185,7 +195,8 @@ class LocalModel:
         return [s for s in decoding.stop if s] + ([] if self.chat_template else [PLAIN_USER_TURN])
 
     def generation_kwargs(self, decoding: Decoding, seeds: list[int], prompt_width: int) -> dict:
-        """Arguments to model.generate for one batch (shared with the benchmark's raw baseline)."""
+        """Arguments to transformers' model.generate for one batch: the reference the decode loop is checked
+        against (tests/test_lm_decode.py) and the raw baseline of scripts/bench_lm.py."""
         config = GenerationConfig(
             max_new_tokens=decoding.max_tokens,
             do_sample=False,  # sampling, when asked for, is done by SeededGumbelSampling below
@@ -205,22 +216,26 @@ class LocalModel:
         self, prompts: list[str], decoding: Decoding, seeds: list[int], adapter: str | None = None
     ) -> list[Generation]:
         encoded = {k: v.to(self.device) for k, v in self.tokenize(prompts, decoding.max_tokens).items()}
-        prompt_width = encoded["input_ids"].shape[1]
-        kwargs = self.generation_kwargs(decoding, seeds, prompt_width)
+        stop = self.stop_strings(decoding)
+        stops = StopStringsInCompletion(self.tokenizer, stop, encoded["input_ids"].shape[1]) if stop else None
+        sampling = SeededGumbelSampling(decoding.temperature, seeds) if decoding.temperature > 0 else None
         with self._adapter_scope(adapter):
             clock = StepClock()  # prefill vs decode time (lm/local/clock.py); an adapter load is not counted
-            kwargs["stopping_criteria"] = [*kwargs.get("stopping_criteria", []), clock]
-            output = self._generator_model.generate(**encoded, **kwargs)
+            new_tokens, prefilled = decode(
+                self._generator_model, encoded["input_ids"], encoded["attention_mask"], decoding.max_tokens,
+                self.eos_ids, scores=sampling.perturb if sampling else None,
+                stopped=stops.stopped if stops else None, first_step=clock.first_step_done,
+            )
             clock.stop()
         prompt_tokens = encoded["attention_mask"].sum(dim=1).tolist()
         results = []
-        for row, new_ids in enumerate(output[:, prompt_width:].tolist()):
+        for row, new_ids in enumerate(new_tokens):
             count, ended = completion_length(new_ids, self.eos_ids, self.tokenizer.pad_token_id)
             text = self.tokenizer.decode(new_ids[:count], skip_special_tokens=True)
             text, hit_stop = cut_at_stop(text, self.stop_strings(decoding))
             finish = "stop" if ended or hit_stop else "length"
             results.append(Generation(text.strip() if not self.chat_template else text, int(prompt_tokens[row]), count, finish))
-        clock.finish(prompt_tokens, [g.completion_tokens for g in results])
+        clock.finish(prefilled, [g.completion_tokens for g in results])
         return results
 
 

@@ -1,0 +1,84 @@
+"""The embedded model's decode loop (optimas_cli/lm/local/decode.py) against transformers' generate.
+
+It must pick the same tokens as generate for every row of a padded batch, greedy and sampled, with stop strings,
+while prefilling each distinct prompt once and dropping a row from the batch when it is done.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from optimas_cli.lm.local.decode import decode, distinct_rows
+from optimas_cli.lm.local.model import Decoding, LocalModel, SeededGumbelSampling, completion_length
+
+PROMPTS = ["What is the capital of France?", "Name a colour.", "What is the capital of France?", "Why?",
+           "Answer briefly: how many legs does a dog have?", "Name a colour."]
+
+
+@pytest.fixture(scope="module")
+def local(tiny_model_dir):
+    return LocalModel("tiny-llama", tiny_model_dir)
+
+
+def rendered(local: LocalModel) -> list[str]:
+    return [local.render([{"role": "user", "content": p}]) for p in PROMPTS]
+
+
+def reference(local: LocalModel, prompts: list[str], decoding: Decoding, seeds: list[int]) -> list[list[int]]:
+    """Each row's new tokens from transformers' generate on the same padded batch."""
+    encoded = local.tokenize(prompts, decoding.max_tokens)
+    width = encoded["input_ids"].shape[1]
+    with torch.inference_mode():
+        out = local.model.generate(**encoded, **local.generation_kwargs(decoding, seeds, width))
+    return [row[: completion_length(row, local.eos_ids, local.tokenizer.pad_token_id)[0]]
+            for row in out[:, width:].tolist()]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_loop_picks_the_tokens_transformers_generate_picks(local, temperature):
+    prompts = rendered(local)
+    decoding = Decoding(temperature=temperature, max_tokens=10)
+    seeds = [11, 12, 13, 14, 15, 16]
+    expected = reference(local, prompts, decoding, seeds)
+    encoded = local.tokenize(prompts, decoding.max_tokens)
+    sampling = SeededGumbelSampling(temperature, seeds) if temperature > 0 else None
+    got, _ = decode(local.model, encoded["input_ids"], encoded["attention_mask"], decoding.max_tokens, local.eos_ids,
+                    scores=sampling.perturb if sampling else None)
+    assert [row[: completion_length(row, local.eos_ids, None)[0]] for row in got] == expected
+
+
+def test_stop_strings_end_a_row_where_generate_ends_it(local):
+    prompts = rendered(local)
+    full = local.generate(prompts, Decoding(0.0, 12), [0] * len(prompts))
+    stop = full[0].text[2:4]
+    assert stop, f"the tiny model's greedy text is too short to test stops: {full[0].text!r}"
+    decoding = Decoding(0.0, 12, stop=(stop,))
+    expected = reference(local, prompts, decoding, [0] * len(prompts))
+    cut = local.generate(prompts, decoding, [0] * len(prompts))
+    for row, generation in zip(expected, cut, strict=True):
+        assert generation.completion_tokens == len(row)
+    assert cut[0].text == full[0].text[: full[0].text.find(stop)] and cut[0].finish_reason == "stop"
+
+
+def test_each_distinct_prompt_is_prefilled_once_and_a_finished_row_leaves_the_batch(local):
+    prompts = rendered(local)
+    encoded = local.tokenize(prompts, 6)
+    firsts, owner = distinct_rows(encoded["input_ids"])
+    assert firsts == [0, 1, 3, 4] and owner == [0, 1, 0, 2, 3, 1]
+    full, prefilled = decode(local.model, encoded["input_ids"], encoded["attention_mask"], 6, local.eos_ids)
+    assert prefilled == int(encoded["attention_mask"][firsts].sum())  # the duplicates' prompts are not computed
+    assert full[2] == full[0] and full[5] == full[1]  # greedy samples of one prompt: one path
+
+    rows, mask = encoded["input_ids"][1:4], encoded["attention_mask"][1:4]
+    sampled, _ = decode(local.model, rows, mask, 6, local.eos_ids, scores=SeededGumbelSampling(1.0, [21, 22, 23]).perturb)
+    assert len({tuple(row[:2]) for row in sampled}) == 3  # each row is told apart by its first two tokens
+    rows_per_forward = []
+    hook = local.model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: rows_per_forward.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    try:
+        short, _ = decode(local.model, rows, mask, 6, local.eos_ids, scores=SeededGumbelSampling(1.0, [21, 22, 23]).perturb,
+                          stopped=lambda tokens: tokens == sampled[1][:2])  # only the middle row stops, at 2 tokens
+    finally:
+        hook.remove()
+    assert short == [sampled[0], sampled[1][:2], sampled[2]]  # the rows beside it are unchanged by its leaving
+    assert rows_per_forward == [3, 3, 2, 2, 2, 2]  # prefill, then 5 decode steps; from the third on without it
