@@ -7,10 +7,10 @@ decoding a finished row until the batch's last row ends. This loop does neither,
 generate's greedy loop step for step: position ids from the attention mask, no mask when no row is padded,
 float32 logits of the last position, the row's scores (Gumbel-perturbed when sampling: model.py), argmax,
 and a row ends at an end-of-turn token, a stop string or max_new_tokens. `tests/test_lm_decode.py` checks it
-against generate token for token. Measured on SmolLM2-135M with 80 Amazon prompts (docs/results/speed):
-the same 80 texts as generate; 3 samples of a prompt 17% faster; greedy batches of distinct prompts as fast
-(a decode step of 700-token prompts on 2 CPU cores takes 94 ms for 4 rows, 123 ms for 12: weights, not rows,
-set its cost, so dropping rows saves little there).
+against generate token for token, `scripts/bench_decode.py` on real Amazon prompts. Measured
+(docs/results/speed): LRF collection 1.20-1.30x faster on the bench slices, the same results. Dropping rows saves
+less than it seems: a decode step of 700-token prompts on 2 CPU cores takes 94 ms for 4 rows and 123 ms for 12,
+most of it reading the weights.
 """
 from __future__ import annotations
 
