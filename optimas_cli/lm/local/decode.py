@@ -27,10 +27,11 @@ def distinct_rows(input_ids: torch.Tensor) -> tuple[list[int], list[int]]:
     index_of: dict[tuple[int, ...], int] = {}
     firsts, owner = [], []
     for row, ids in enumerate(input_ids.tolist()):
-        if tuple(ids) not in index_of:
-            index_of[tuple(ids)] = len(firsts)
+        key = tuple(ids)
+        if key not in index_of:
+            index_of[key] = len(firsts)
             firsts.append(row)
-        owner.append(index_of[tuple(ids)])
+        owner.append(index_of[key])
     return firsts, owner
 
 
