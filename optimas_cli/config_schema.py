@@ -67,6 +67,7 @@ LM = Node({
     "litellm_kwargs": MapOf(Text(), null=True),
     "local": Node({
         "dtype": DTYPE, "device": DEVICE, "max_batch_size": Integer(1), "max_batch_tokens": Integer(1),
+        "max_live_tokens": Integer(1),
         "gather_seconds": Number(at_least=0),
     }),
     "price": CheckedBy("lm/pricing.py CallPrice"),  # both rates or neither

@@ -1,8 +1,9 @@
 """The embedded model's decode loop (optimas_cli/lm/local/decode.py) against transformers' generate, on real prompts.
 
-1. Same batches, both ways: 16 Amazon training sessions as session-analyzer prompts (greedy, then 3 samples of
-   each at temperature 1) and as single-call next-item prompts (greedy, 32 tokens). Prints whether every text is
-   the same, and each side's seconds.
+1. Same batches, three ways: 16 Amazon training sessions as session-analyzer prompts (greedy, then 3 samples of
+   each at temperature 1) and as single-call next-item prompts (greedy, 32 tokens), through generate, through the
+   decode loop batch by batch, and through one continuous batch that starts with two prompts and lets two more
+   join after every step. Prints how many texts are the same as generate's, and each way's seconds.
 2. What one decode step costs for 1, 4, 12 and 32 rows of 700-token prompts (weights vs rows).
 
     python scripts/bench_decode.py [--sessions 16] [--skip-steps]
@@ -22,7 +23,7 @@ import time  # noqa: E402
 import torch  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
-from optimas_cli.lm.local.model import Decoding, LocalModel, completion_length  # noqa: E402
+from optimas_cli.lm.local.model import Decoding, LocalModel, Request, completion_length  # noqa: E402
 from optimas_cli.lm.local.registry import local_model_folder  # noqa: E402
 from pipelines.amazon import prompts  # noqa: E402
 from pipelines.amazon.data import load_splits  # noqa: E402
@@ -47,21 +48,27 @@ def same_texts(local: LocalModel, sessions: list[dict]) -> None:
         ("next item, greedy", 0.0, 32, 8, 1, prompts.single_llm_messages),
     ]
     for label, temperature, max_tokens, per_batch, samples, messages in settings:
-        seconds, same, total = {"generate": 0.0, "decode loop": 0.0}, 0, 0
+        seconds, expected, got = {"generate": 0.0, "decode loop": 0.0, "continuous": 0.0}, [], []
+        decoding, requests = Decoding(temperature, max_tokens), []
         for start in range(0, len(sessions), per_batch):
             batch = [local.render(messages(s)) for s in sessions[start:start + per_batch] for _ in range(samples)]
             seeds = list(range(100 + start * samples, 100 + start * samples + len(batch)))
-            decoding = Decoding(temperature, max_tokens)
+            requests += [Request(p, decoding, seed) for p, seed in zip(batch, seeds, strict=True)]
             began = time.perf_counter()
-            expected = with_generate(local, batch, decoding, seeds)
+            expected += with_generate(local, batch, decoding, seeds)
             seconds["generate"] += time.perf_counter() - began
             began = time.perf_counter()
-            got = [g.text for g in local.generate(batch, decoding, seeds)]
+            got += [g.text for g in local.generate(batch, decoding, seeds)]
             seconds["decode loop"] += time.perf_counter() - began
-            same += sum(a.strip() == b.strip() for a, b in zip(expected, got, strict=True))
-            total += len(batch)
-        print(f"{label}: {same} of {total} texts the same; generate {seconds['generate']:.1f} s, "
-              f"decode loop {seconds['decode loop']:.1f} s", flush=True)
+        waiting, joined = requests[2:], {}
+        began = time.perf_counter()
+        local.serve(requests[:2], None, joined.__setitem__, 
+                    lambda rows, reach, waiting=waiting: [waiting.pop(0) for _ in waiting[:2]])
+        seconds["continuous"] = time.perf_counter() - began
+        for way, texts in (("decode loop", got), ("continuous", [joined[i].text for i in range(len(requests))])):
+            same = sum(a.strip() == b.strip() for a, b in zip(expected, texts, strict=True))
+            print(f"{label}, {way}: {same} of {len(expected)} texts the same as generate's", flush=True)
+        print(f"{label}: " + ", ".join(f"{way} {s:.1f} s" for way, s in seconds.items()), flush=True)
 
 
 @torch.inference_mode()

@@ -1,6 +1,7 @@
 """The dynamic-batching queue that turns concurrent single requests into batches."""
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -94,3 +95,52 @@ def test_without_costs_only_rows_are_capped():
 def test_a_token_cap_below_one_is_refused():
     with pytest.raises(ValueError, match="max_batch_tokens"):
         DynamicBatcher(lambda key, items: items, max_batch_tokens=0)
+
+
+def test_a_live_batch_delivers_each_result_when_ready_and_takes_in_items_that_arrive_meanwhile():
+    joined, second_started = [], threading.Event()
+
+    def run(key, live):
+        for number, item in enumerate(live.items):
+            live.deliver(number, item * 2)  # the first caller is answered before the batch ends
+        assert second_started.wait(5)
+        deadline = time.monotonic() + 5
+        while not joined and time.monotonic() < deadline:
+            joined.extend(live.join(lambda costs: sum(costs) <= 10))
+        for number, item in enumerate(joined, start=len(live.items)):
+            live.deliver(number, item * 2)
+
+    batcher = DynamicBatcher(run, live=True)
+    assert batcher.submit("k", [1]) == [2]
+    with ThreadPoolExecutor(1) as pool:
+        second_started.set()
+        late = pool.submit(batcher.submit, "k", [5, 6], 2, [4, 4])
+        assert late.result(timeout=10) == [10, 12]
+    assert batcher.batch_sizes == [1] and batcher.join_sizes == [2]
+
+
+def test_a_live_batch_takes_no_item_while_another_key_waits_and_an_undelivered_item_fails():
+    others_waiting, taken, served = threading.Event(), [], []
+
+    def run(key, live):
+        served.append((key, list(live.items)))
+        if live.items == [1]:
+            assert others_waiting.wait(5)
+            time.sleep(0.05)
+            taken.extend(live.join(lambda costs: True))  # an "a" waits, but so does "b", which came first
+            return  # without delivering: its caller gets an error, not a hang
+        for number, item in enumerate(live.items):
+            live.deliver(number, item)
+
+    batcher = DynamicBatcher(run, live=True, gather_seconds=0.0)
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(batcher.submit, "a", [1])
+        time.sleep(0.05)
+        other = pool.submit(batcher.submit, "b", [2])
+        time.sleep(0.01)
+        same_key = pool.submit(batcher.submit, "a", [3])
+        others_waiting.set()
+        with pytest.raises(RuntimeError, match="without a result"):
+            first.result(timeout=10)
+        assert other.result(timeout=10) == [2] and same_key.result(timeout=10) == [3]
+    assert taken == [] and served == [("a", [1]), ("b", [2]), ("a", [3])]

@@ -1,15 +1,16 @@
 """The embedded model's decode loop (optimas_cli/lm/local/decode.py) against transformers' generate.
 
 It must pick the same tokens as generate for every row of a padded batch, greedy and sampled, with stop strings,
-while prefilling each distinct prompt once and dropping a row from the batch when it is done.
+while prefilling each distinct prompt once and dropping a row from the batch when it is done; and a row that joins
+a running batch must get the tokens it gets alone.
 """
 from __future__ import annotations
 
 import pytest
 import torch
 
-from optimas_cli.lm.local.decode import decode, distinct_rows
-from optimas_cli.lm.local.model import Decoding, LocalModel, SeededGumbelSampling, completion_length
+from optimas_cli.lm.local.decode import DecodeBatch, Row, distinct_rows
+from optimas_cli.lm.local.model import Decoding, LocalModel, Request, SeededGumbelSampling, completion_length
 
 PROMPTS = ["What is the capital of France?", "Name a colour.", "What is the capital of France?", "Why?",
            "Answer briefly: how many legs does a dog have?", "Name a colour."]
@@ -32,6 +33,18 @@ def reference(local: LocalModel, prompts: list[str], decoding: Decoding, seeds: 
         out = local.model.generate(**encoded, **local.generation_kwargs(decoding, seeds, width))
     return [row[: completion_length(row, local.eos_ids, local.tokenizer.pad_token_id)[0]]
             for row in out[:, width:].tolist()]
+
+
+def decode(model, input_ids, attention_mask, max_new_tokens, eos_ids, scores=None, stopped=None):
+    """Each row's new tokens from one DecodeBatch of the whole padded batch, and the prompt tokens it prefilled.
+    `scores(logits, rows)`: SeededGumbelSampling.perturb's form (None: greedy)."""
+    batch = DecodeBatch(model, eos_ids)
+    rows = [Row(i, max_new_tokens, pick=(lambda logits, i=i: scores(logits[None], [i])[0]) if scores else None,
+                stopped=stopped) for i in range(input_ids.shape[0])]
+    prefilled = batch.add(input_ids, attention_mask, rows)
+    while batch.rows:
+        batch.step()
+    return [row.tokens for row in rows], prefilled
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -82,3 +95,20 @@ def test_each_distinct_prompt_is_prefilled_once_and_a_finished_row_leaves_the_ba
         hook.remove()
     assert short == [sampled[0], sampled[1][:2], sampled[2]]  # the rows beside it are unchanged by its leaving
     assert rows_per_forward == [3, 3, 2, 2, 2, 2]  # prefill, then 5 decode steps; from the third on without it
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_rows_that_join_a_running_batch_get_the_tokens_they_get_alone(local, temperature):
+    prompts = rendered(local)
+    decoding = Decoding(temperature=temperature, max_tokens=8)
+    requests = [Request(p, decoding, 30 + i) for i, p in enumerate(prompts)]
+    alone = [local.generate([r.prompt], decoding, [r.seed])[0] for r in requests]
+    waiting, results, asked = requests[2:], {}, []
+
+    def join(rows: int, reach: int) -> list[Request]:
+        asked.append((rows, reach))
+        return [waiting.pop(0)] if waiting and len(asked) % 2 else []  # one request every other step
+
+    local.serve(requests[:2], None, results.__setitem__, join)
+    assert not waiting and [results[i] for i in range(len(requests))] == alone
+    assert max(rows for rows, _ in asked) > 2  # the joined rows ran beside the first two

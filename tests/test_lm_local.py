@@ -150,16 +150,25 @@ def test_a_model_folder_can_be_named_by_its_absolute_path(tiny_model_dir, tiny_m
         LMClient(model="local/no-such-model", cache=False).complete([LMRequest(chat("x"))])
 
 
-def test_the_provider_caps_tokens_per_batch_by_prompt_tokens_plus_max_new_tokens(tiny_model):
+def test_the_provider_caps_each_prefill_and_the_rows_decoding_together_by_their_tokens(tiny_model):
     model = LOCAL_PROVIDER.model(model_name(tiny_model))
-    prompt_tokens = model.prompt_tokens(model.render(chat("question number 1")))
+    batcher = LOCAL_PROVIDER.batcher(model_name(tiny_model))
+    row = model.prompt_tokens(model.render(chat("question number 1"))) + 4  # a row's cost: prompt + max new tokens
     lm = LMClient(model=tiny_model, temperature=0.0, max_tokens=4, concurrency=12, cache=False)
-    before = len(batch_sizes(tiny_model))
+    started, joined, shapes = len(batcher.batch_sizes), len(batcher.join_sizes), []
+    hook = model.model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
     try:
-        LOCAL_PROVIDER.configure(max_batch_tokens=3 * (prompt_tokens + 4))  # room for three rows
+        LOCAL_PROVIDER.configure(max_batch_tokens=3 * row, max_live_tokens=5 * row)  # prefill 3 rows, decode 5
         lm.complete([LMRequest(chat(f"question number {i}")) for i in range(1, 10)])
     finally:
-        LOCAL_PROVIDER.configure(max_batch_tokens=16384)
-    assert batch_sizes(tiny_model)[before:] == [3, 3, 3]
-    with pytest.raises(UserError, match="max_batch_tokens"):
-        LOCAL_PROVIDER.configure(max_batch_tokens=0)
+        hook.remove()
+        LOCAL_PROVIDER.configure(max_batch_tokens=16384, max_live_tokens=32768)
+    groups = batcher.batch_sizes[started:] + batcher.join_sizes[joined:]
+    assert sum(groups) == 9 and max(groups) <= 3
+    prefills = [rows for rows, width in shapes if width > 1]
+    steps = [rows for rows, width in shapes if width == 1]
+    assert max(prefills) <= 3 and 3 < max(steps) <= 5  # rows joined the running batch, up to the live cap
+    for setting in ("max_batch_tokens", "max_live_tokens"):
+        with pytest.raises(UserError, match=setting):
+            LOCAL_PROVIDER.configure(**{setting: 0})

@@ -33,15 +33,19 @@ def seeds_by_prompt(monkeypatch):
     """Every rendered prompt the local model sampled, with the seeds it sampled it with."""
     seen: dict[str, set[int]] = defaultdict(set)
     lock = threading.Lock()
-    original = LocalModel.generate
+    original = LocalModel.serve
 
-    def recording(self, prompts, decoding, seeds, adapter=None):
+    def record(requests):
         with lock:
-            for prompt, seed in zip(prompts, seeds, strict=True):
-                seen[prompt].add(seed)
-        return original(self, prompts, decoding, seeds, adapter)
+            for request in requests:
+                seen[request.prompt].add(request.seed)
+        return requests
 
-    monkeypatch.setattr(LocalModel, "generate", recording)
+    def recording(self, requests, adapter, deliver, join=None):
+        joining = (lambda rows, reach: record(join(rows, reach))) if join is not None else None
+        return original(self, record(requests), adapter, deliver, joining)
+
+    monkeypatch.setattr(LocalModel, "serve", recording)
     return seen
 
 

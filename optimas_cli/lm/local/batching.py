@@ -2,7 +2,8 @@
 thread gathers items that share a key into one batch and runs them together.
 
 litellm hands a custom provider one request per call, so without this the local model would generate
-one sequence at a time and waste most of its throughput.
+one sequence at a time and waste most of its throughput. A live batcher goes further (continuous batching):
+its runner hands back each result as soon as it is ready and lets items that arrive meanwhile join the batch.
 """
 from __future__ import annotations
 
@@ -22,8 +23,35 @@ class _Pending:
     expected: int = 1  # how many items the submitters announced for this key (batch hint)
 
 
+class LiveBatch:
+    """A running batch of a live batcher: `items` it started with, `join` for more, `deliver` for each result.
+
+    Items are numbered in the order the runner got them: the starting ones 0, 1, ..., then each joined one."""
+
+    def __init__(self, batcher: DynamicBatcher, key: Hashable, entries: list[tuple[Any, Future, int]]):
+        self._batcher, self.key, self._entries = batcher, key, list(entries)
+        self.items = [item for item, _, _ in entries]
+
+    def join(self, accepts: Callable[[list[int]], bool]) -> list[Any]:
+        """The oldest waiting items of this key whose costs `accepts` (the longest such run), now taken into this
+        batch; none while another key is waiting, so that this batch ends and that key is served."""
+        taken = self._batcher._take_joining(self.key, accepts)
+        self._entries.extend(taken)
+        return [item for item, _, _ in taken]
+
+    def deliver(self, number: int, result: Any) -> None:
+        self._entries[number][1].set_result(result)
+
+    def fail(self, error: BaseException) -> None:
+        """Every item without a result gets `error`."""
+        for _, future, _ in self._entries:
+            if not future.done():
+                future.set_exception(error)
+
+
 class DynamicBatcher:
-    """Runs `run_batch(key, items) -> results` on batches of items submitted under the same key.
+    """Runs `run_batch(key, items) -> results` on batches of items submitted under the same key
+    (`live=True`: `run_batch(key, LiveBatch)`, which delivers every result itself).
 
     A batch is closed when it reaches `max_batch_size` rows or `max_batch_tokens`, when it has the
     number of items its submitters announced (`expected`), or when no new item has arrived for
@@ -44,17 +72,20 @@ class DynamicBatcher:
         hinted_gather_seconds: float = 0.5,
         name: str = "batcher",
         max_batch_tokens: int | None = None,
+        live: bool = False,
     ):
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be at least 1")
         if max_batch_tokens is not None and max_batch_tokens < 1:
             raise ValueError("max_batch_tokens must be at least 1 (or None: no cap)")
         self.run_batch = run_batch
+        self.live = live
         self.max_batch_size = max_batch_size
         self.max_batch_tokens = max_batch_tokens
         self.gather_seconds = gather_seconds
         self.hinted_gather_seconds = hinted_gather_seconds
         self.batch_sizes: list[int] = []  # every batch run, for tests and benchmarks
+        self.join_sizes: list[int] = []  # every group of items that joined a live batch
         self._pending: OrderedDict[Hashable, _Pending] = OrderedDict()
         self._cond = threading.Condition()
         self._worker = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -121,10 +152,30 @@ class DynamicBatcher:
                 wait = min(waits.values())
                 self._cond.wait(timeout=wait)
 
+    def _take_joining(self, key: Hashable, accepts: Callable[[list[int]], bool]) -> list[tuple[Any, Future, int]]:
+        with self._cond:
+            pending = self._pending.get(key)
+            if pending is None or any(other != key for other in self._pending):
+                return []
+            count = 0
+            while count < len(pending.items) and accepts([cost for _, _, cost in pending.items[: count + 1]]):
+                count += 1
+            taken, pending.items = pending.items[:count], pending.items[count:]
+            if not pending.items:
+                del self._pending[key]
+            else:
+                pending.expected = max(pending.expected - count, 1)
+            if taken:
+                self.join_sizes.append(len(taken))
+            return taken
+
     def _serve(self) -> None:
         while True:
             key, batch = self._take_batch()
             self.batch_sizes.append(len(batch))
+            if self.live:
+                self._run_live(key, batch)
+                continue
             try:
                 results = self.run_batch(key, [item for item, _, _ in batch])
                 if len(results) != len(batch):
@@ -135,3 +186,11 @@ class DynamicBatcher:
                 continue
             for (_, future, _), result in zip(batch, results, strict=True):
                 future.set_result(result)
+
+    def _run_live(self, key: Hashable, batch: list[tuple[Any, Future, int]]) -> None:
+        live = LiveBatch(self, key, batch)
+        try:
+            self.run_batch(key, live)
+        except BaseException as error:  # the callers re-raise it; the worker keeps serving
+            live.fail(error)
+        live.fail(RuntimeError("the batch runner returned without a result for this item"))

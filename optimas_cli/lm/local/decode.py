@@ -1,25 +1,42 @@
-"""The embedded model's generation loop: each distinct prompt is prefilled once, and a row leaves the batch
-as soon as it is done.
+"""The embedded model's generation loop, with continuous batching: rows join the batch while others are being
+decoded and leave it as soon as they are done.
 
-transformers' `generate` prefills every row, also the n samples of one prompt that the client sends as n
-rows (LRF candidates: about 300 of the 1,000 generated calls of an Amazon run at budget=cpu), and keeps
-decoding a finished row until the batch's last row ends. This loop does neither, and otherwise follows
-generate's greedy loop step for step: position ids from the attention mask, no mask when no row is padded,
-float32 logits of the last position, the row's scores (Gumbel-perturbed when sampling: model.py), argmax,
-and a row ends at an end-of-turn token, a stop string or max_new_tokens. `tests/test_lm_decode.py` checks it
-against generate token for token, `scripts/bench_decode.py` on real Amazon prompts. Measured
-(docs/results/speed): LRF collection 1.20-1.30x faster on the bench slices, the same results. Dropping rows saves
-less than it seems: a decode step of 700-token prompts on 2 CPU cores takes 94 ms for 4 rows and 123 ms for 12,
-most of it reading the weights.
+A decode step of 700-token prompts on 2 CPU cores costs ~44 ms whatever the rows (reading the weights) plus ~6 ms
+a row, so a step is worth as many rows as can share it. A batch that runs until its last row ends spends its tail
+on one or two long rows (half the completions of an Amazon run stop within 40 tokens, a fifth run to the 192-token
+limit): measured, the steps of a budget=cpu run averaged ~5 rows. Here the requests that arrive meanwhile (the next
+component of a finished row's example, other examples) are prefilled as a group and join the rows in flight.
+
+Each distinct prompt of a group is prefilled once (the n samples of one prompt, LRF candidates, share it). A step
+follows transformers' greedy loop: position ids from the attention mask, float32 logits of the last position, the
+row's scores (Gumbel-perturbed when sampling: model.py), argmax; a row ends at an end-of-turn token, a stop string
+or its max_new_tokens. Groups of different widths are aligned by left padding the narrower one (masked, so a
+row's tokens are those it gets alone up to float rounding). `tests/test_lm_decode.py` checks a batch without joins
+against generate token for token; `scripts/bench_decode.py` checks joins on real Amazon prompts.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache
 
-Scores = Callable[[torch.Tensor, Sequence[int]], torch.Tensor]  # (logits of rows, their batch rows) -> scores
+# Leading cache columns that every row left masked are cut off once there are this many: fewer are not worth a copy.
+TRIM_COLUMNS = 64
+
+
+@dataclass
+class Row:
+    """One request being decoded. `pick` turns its float32 logits into the scores argmax picks from (None: greedy);
+    `stopped(tokens)` ends it early (stop strings)."""
+
+    handle: int
+    max_new_tokens: int
+    pick: Callable[[torch.Tensor], torch.Tensor] | None = None
+    stopped: Callable[[list[int]], bool] | None = None
+    tokens: list[int] = field(default_factory=list)
 
 
 def distinct_rows(input_ids: torch.Tensor) -> tuple[list[int], list[int]]:
@@ -35,65 +52,106 @@ def distinct_rows(input_ids: torch.Tensor) -> tuple[list[int], list[int]]:
     return firsts, owner
 
 
-@torch.inference_mode()
-def decode(
-    model,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    max_new_tokens: int,
-    eos_ids: Sequence[int],
-    scores: Scores | None = None,
-    stopped: Callable[[list[int]], bool] | None = None,
-    first_step: Callable[[], None] | None = None,
-) -> tuple[list[list[int]], int]:
-    """New tokens of each row of a left-padded batch (an end-of-turn token included), and the prompt tokens
-    really prefilled (each distinct prompt once, no padding).
+def _pad_left(tensor: torch.Tensor, columns: int, dim: int) -> torch.Tensor:
+    if columns == 0:
+        return tensor
+    pad = [0, 0] * (tensor.dim() - 1 - dim) + [columns, 0]
+    return F.pad(tensor, pad)
 
-    `scores` turns a step's logits into the scores argmax picks from (None: greedy on the logits);
-    `stopped(tokens)` ends a row early (stop strings); `first_step()` is called once the first tokens are chosen.
-    """
-    rows = input_ids.shape[0]
-    padded = not bool(attention_mask.all())
-    positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
-    firsts, owner = distinct_rows(input_ids)
-    distinct = torch.tensor(firsts, device=input_ids.device)
-    cache = DynamicCache(config=model.config)
-    out = model(input_ids=input_ids[distinct], attention_mask=attention_mask[distinct] if padded else None,
-                position_ids=positions[distinct], cache=cache, use_cache=True, logits_to_keep=1)
-    prefilled = int(attention_mask[distinct].sum())
-    expand = torch.tensor(owner, device=input_ids.device)
-    logits = out.logits[:, -1].to(dtype=torch.float32)[expand]
-    del out
-    if len(firsts) < rows:
-        cache.batch_select_indices(expand)  # every sample of a prompt starts from its one prefill
-    mask = attention_mask if padded else None
-    position = positions[:, -1:]
-    eos = set(eos_ids)
-    new_tokens: list[list[int]] = [[] for _ in range(rows)]
-    active = list(range(rows))  # batch rows still writing, in the order of the cache's rows
-    while True:
-        step = scores(logits, active) if scores is not None else logits
-        chosen = step.argmax(dim=-1)
-        if first_step is not None and not new_tokens[active[0]]:
-            first_step()
-        keep = []
-        for slot, (row, token) in enumerate(zip(active, chosen.tolist(), strict=True)):
-            new_tokens[row].append(token)
-            done = token in eos or len(new_tokens[row]) >= max_new_tokens or (stopped is not None and stopped(new_tokens[row]))
-            if not done:
-                keep.append(slot)
-        if not keep:
-            return new_tokens, prefilled
-        if len(keep) < len(active):  # finished rows leave the cache: later steps cost only the rows still writing
-            index = torch.tensor(keep, device=input_ids.device)
-            cache.batch_select_indices(index)
-            chosen, position = chosen[index], position[index]
-            mask = mask[index] if mask is not None else None
-            active = [active[slot] for slot in keep]
-        position = position + 1
-        if mask is not None:
-            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
-        out = model(input_ids=chosen[:, None], attention_mask=mask, position_ids=position, cache=cache,
-                    use_cache=True, logits_to_keep=1)
-        logits = out.logits[:, -1].to(dtype=torch.float32)
+
+class DecodeBatch:
+    """The rows in flight on one model, their shared KV cache, and each row's logits for its next token."""
+
+    def __init__(self, model, eos_ids):
+        self.model, self.eos = model, set(eos_ids)
+        self.rows: list[Row] = []  # in the cache's row order
+        self.cache: DynamicCache | None = None
+        self.mask: torch.Tensor | None = None  # [rows, width]; None while no row is padded
+        self.position: torch.Tensor | None = None  # [rows, 1]: each row's last position
+        self.logits: torch.Tensor | None = None  # [rows, vocab]: float32 logits of each row's next token
+
+    @property
+    def width(self) -> int:
+        return self.cache.get_seq_length() if self.cache is not None else 0
+
+    def reach(self) -> int:
+        """The widest the cache can grow if no row joins: its width plus the most tokens a row may still add."""
+        return self.width + max((row.max_new_tokens - len(row.tokens) for row in self.rows), default=0)
+
+    @torch.inference_mode()
+    def add(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, rows: list[Row]) -> int:
+        """Prefill a left-padded group of prompts (each distinct one once) and let its rows join the batch.
+        Returns the prompt tokens computed."""
+        padded = not bool(attention_mask.all())
+        positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
+        firsts, owner = distinct_rows(input_ids)
+        distinct = torch.tensor(firsts, device=input_ids.device)
+        cache = DynamicCache(config=self.model.config)
+        out = self.model(input_ids=input_ids[distinct], attention_mask=attention_mask[distinct] if padded else None,
+                         position_ids=positions[distinct], cache=cache, use_cache=True, logits_to_keep=1)
+        expand = torch.tensor(owner, device=input_ids.device)
+        logits = out.logits[:, -1].to(dtype=torch.float32)[expand]
         del out
+        if len(firsts) < len(rows):
+            cache.batch_select_indices(expand)  # every sample of a prompt starts from its one prefill
+        if not self.rows:
+            self.cache, self.mask, self.position, self.logits = cache, attention_mask if padded else None, positions[:, -1:], logits
+        else:
+            self._merge(cache, attention_mask, positions[:, -1:], logits)
+        self.rows.extend(rows)
+        return int(attention_mask[distinct].sum())
+
+    def _merge(self, cache: DynamicCache, mask: torch.Tensor, position: torch.Tensor, logits: torch.Tensor) -> None:
+        """Append a prefilled group below the rows in flight, the narrower of the two padded on the left."""
+        old_width, new_width = self.width, mask.shape[1]
+        width = max(old_width, new_width)
+        old_mask = self.mask if self.mask is not None else mask.new_ones((len(self.rows), old_width))
+        self.mask = torch.cat([_pad_left(old_mask, width - old_width, 1), _pad_left(mask, width - new_width, 1)])
+        for mine, theirs in zip(self.cache.layers, cache.layers, strict=True):
+            mine.keys = torch.cat([_pad_left(mine.keys, width - old_width, 2), _pad_left(theirs.keys, width - new_width, 2)])
+            mine.values = torch.cat([_pad_left(mine.values, width - old_width, 2),
+                                     _pad_left(theirs.values, width - new_width, 2)])
+        self.position = torch.cat([self.position, position])
+        self.logits = torch.cat([self.logits, logits])
+
+    @torch.inference_mode()
+    def step(self) -> list[Row]:
+        """Pick every row's next token; the rows that are done leave and are returned, the others run one token on."""
+        chosen = self.logits.argmax(dim=-1)
+        for slot, row in enumerate(self.rows):
+            if row.pick is not None:
+                chosen[slot] = row.pick(self.logits[slot]).argmax()
+        keep, finished = [], []
+        for slot, (row, token) in enumerate(zip(self.rows, chosen.tolist(), strict=True)):
+            row.tokens.append(token)
+            done = token in self.eos or len(row.tokens) >= row.max_new_tokens or (
+                row.stopped is not None and row.stopped(row.tokens))
+            (finished if done else keep).append(slot)
+        finished_rows = [self.rows[slot] for slot in finished]
+        if not keep:
+            self.rows, self.cache, self.mask, self.position, self.logits = [], None, None, None, None
+            return finished_rows
+        if finished:  # finished rows leave the cache: later steps cost only the rows still writing
+            index = torch.tensor(keep, device=chosen.device)
+            self.cache.batch_select_indices(index)
+            chosen, self.position = chosen[index], self.position[index]
+            self.mask = self.mask[index] if self.mask is not None else None
+            self.rows = [self.rows[slot] for slot in keep]
+            self._trim()
+        self.position = self.position + 1
+        if self.mask is not None:
+            self.mask = torch.cat([self.mask, self.mask.new_ones((self.mask.shape[0], 1))], dim=-1)
+        out = self.model(input_ids=chosen[:, None], attention_mask=self.mask, position_ids=self.position,
+                         cache=self.cache, use_cache=True, logits_to_keep=1)
+        self.logits = out.logits[:, -1].to(dtype=torch.float32)
+        return finished_rows
+
+    def _trim(self) -> None:
+        """Cut the leading columns no row attends to any more (the padding of rows that have left)."""
+        if self.mask is None:
+            return
+        lead = int(self.mask.any(dim=0).long().argmax())
+        if lead >= TRIM_COLUMNS:
+            self.mask = self.mask[:, lead:]
+            for layer in self.cache.layers:
+                layer.keys, layer.values = layer.keys[:, :, lead:], layer.values[:, :, lead:]

@@ -4,9 +4,12 @@ Only the provider's batching worker thread calls `generate`, so switching adapte
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,16 +18,18 @@ import torch
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
+    DynamicCache,
     GenerationConfig,
     LogitsProcessor,
     StoppingCriteria,
 )
+from transformers.cache_utils import DynamicLayer
 
 from optimas_cli.devices import pick_device, pick_dtype
 from optimas_cli.errors import UserError
 from optimas_cli.lm.adapters import adapter_fingerprint, adapter_folder
-from optimas_cli.lm.local.clock import StepClock
-from optimas_cli.lm.local.decode import decode
+from optimas_cli.lm.local.clock import ENGINE, EngineTotals
+from optimas_cli.lm.local.decode import DecodeBatch, Row
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,13 @@ class Decoding:
     stop: tuple[str, ...] = ()
     beam_groups: int = 0
     diversity_penalty: float = 0.0
+
+
+@dataclass(frozen=True)
+class Request:
+    prompt: str
+    decoding: Decoding
+    seed: int
 
 
 @dataclass
@@ -123,6 +135,9 @@ class LocalModel:
         self.max_adapters = max_adapters
         self._peft = None  # PeftModel wrapping self.model once the first adapter is requested
         self._adapters: OrderedDict[str, str] = OrderedDict()  # fingerprint -> peft adapter name
+        # Rows join a running batch by left padding its KV cache; a sliding-window layer (Gemma 3) keeps a cut cache
+        # that padding would misalign, so such a model decodes each batch to its end.
+        self.joinable = all(type(layer) is DynamicLayer for layer in DynamicCache(config=self.model.config).layers)
 
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id
@@ -211,33 +226,66 @@ class LocalModel:
             kwargs["logits_processor"] = [SeededGumbelSampling(decoding.temperature, seeds)]
         return kwargs
 
-    @torch.inference_mode()
     def generate(
         self, prompts: list[str], decoding: Decoding, seeds: list[int], adapter: str | None = None
     ) -> list[Generation]:
-        encoded = {k: v.to(self.device) for k, v in self.tokenize(prompts, decoding.max_tokens).items()}
-        stop = self.stop_strings(decoding)
-        stops = StopStringsInCompletion(self.tokenizer, stop, encoded["input_ids"].shape[1]) if stop else None
-        sampling = SeededGumbelSampling(decoding.temperature, seeds) if decoding.temperature > 0 else None
-        with self._adapter_scope(adapter):
-            clock = StepClock()  # prefill vs decode time (lm/local/clock.py); an adapter load is not counted
-            new_tokens, prefilled = decode(
-                self._generator_model, encoded["input_ids"], encoded["attention_mask"], decoding.max_tokens,
-                self.eos_ids, scores=sampling.perturb if sampling else None,
-                stopped=stops.stopped if stops else None, first_step=clock.first_step_done,
-            )
-            clock.stop()
-        prompt_tokens = encoded["attention_mask"].sum(dim=1).tolist()
-        results = []
-        for row, new_ids in enumerate(new_tokens):
-            count, ended = completion_length(new_ids, self.eos_ids, self.tokenizer.pad_token_id)
-            text = self.tokenizer.decode(new_ids[:count], skip_special_tokens=True)
-            text, hit_stop = cut_at_stop(text, self.stop_strings(decoding))
-            finish = "stop" if ended or hit_stop else "length"
-            results.append(Generation(text.strip() if not self.chat_template else text, int(prompt_tokens[row]), count, finish))
-        clock.finish(prefilled, [g.completion_tokens for g in results])
-        return results
+        """One batch of prompts sharing `decoding`, decoded together (no joins): the results in prompt order."""
+        results: dict[int, Generation] = {}
+        self.serve([Request(p, decoding, s) for p, s in zip(prompts, seeds, strict=True)], adapter,
+                   deliver=results.__setitem__)
+        return [results[i] for i in range(len(prompts))]
 
+    def serve(self, requests: list[Request], adapter: str | None, deliver: Callable[[int, Generation], None],
+              join: Callable[[int, int], list[Request]] | None = None) -> None:
+        """Decode `requests` with continuous batching (decode.py) and hand each result to `deliver(handle, result)`
+        as soon as it is done; handles count the requests in arrival order, joined ones after the first.
+
+        `join(rows in flight, reach)` is asked after each step for more requests to prefill and add (reach: the
+        widest the cache may grow, DecodeBatch.reach); it is not asked for models with sliding-window layers.
+        """
+        batch = DecodeBatch(self._generator_model, self.eos_ids)
+        handles = itertools.count()
+        pending: dict[int, tuple[Request, int]] = {}  # handle -> (request, its prompt tokens)
+        with self._adapter_scope(adapter):
+            self._prefill(batch, requests, handles, pending)
+            while batch.rows:
+                started = time.perf_counter()
+                finished = batch.step()  # the rows still in flight ran one token on
+                ENGINE.add(EngineTotals(decode_tokens=len(batch.rows), decode_seconds=time.perf_counter() - started))
+                for row in finished:
+                    request, prompt_tokens = pending.pop(row.handle)
+                    deliver(row.handle, self._generation(row.tokens, request.decoding, prompt_tokens))
+                if join is not None and self.joinable:
+                    joining = join(len(batch.rows), batch.reach())
+                    if joining:
+                        self._prefill(batch, joining, handles, pending)
+
+    def _prefill(self, batch: DecodeBatch, requests: list[Request], handles: Iterator[int], pending: dict) -> None:
+        """Tokenize a group of requests (left-padded together), prefill it and add its rows to the batch."""
+        widest_new = max(r.decoding.max_tokens for r in requests)
+        encoded = {k: v.to(self.device) for k, v in self.tokenize([r.prompt for r in requests], widest_new).items()}
+        rows = []
+        for request, prompt_tokens in zip(requests, encoded["attention_mask"].sum(dim=1).tolist(), strict=True):
+            handle = next(handles)
+            pending[handle] = (request, int(prompt_tokens))
+            rows.append(self._row(handle, request))
+        started = time.perf_counter()
+        prefilled = batch.add(encoded["input_ids"], encoded["attention_mask"], rows)
+        ENGINE.add(EngineTotals(prefill_tokens=prefilled, prefill_seconds=time.perf_counter() - started))
+
+    def _row(self, handle: int, request: Request) -> Row:
+        decoding, stop = request.decoding, self.stop_strings(request.decoding)
+        stops = StopStringsInCompletion(self.tokenizer, stop, 0) if stop else None
+        sampling = SeededGumbelSampling(decoding.temperature, [request.seed]) if decoding.temperature > 0 else None
+        return Row(handle, decoding.max_tokens, pick=(lambda logits: sampling.perturb(logits[None], [0])[0]) if sampling else None,
+                   stopped=stops.stopped if stops else None)
+
+    def _generation(self, new_ids: list[int], decoding: Decoding, prompt_tokens: int) -> Generation:
+        count, ended = completion_length(new_ids, self.eos_ids, self.tokenizer.pad_token_id)
+        text = self.tokenizer.decode(new_ids[:count], skip_special_tokens=True)
+        text, hit_stop = cut_at_stop(text, self.stop_strings(decoding))
+        finish = "stop" if ended or hit_stop else "length"
+        return Generation(text.strip() if not self.chat_template else text, prompt_tokens, count, finish)
 
     @torch.inference_mode()
     def diverse_generate(self, prompts: list[str], decoding: Decoding, adapter: str | None = None) -> list[list[Generation]]:

@@ -1,8 +1,9 @@
 """The embedded litellm provider: `litellm.completion(model="local/<name>", ...)` generates in-process.
 
 litellm calls the provider once per request, from whatever thread made the call. Each call renders its
-chat into a prompt and submits it to the model's DynamicBatcher; the batcher's worker thread runs
-requests that share adapter and decoding settings as one batched `generate`.
+chat into a prompt and submits it to the model's live DynamicBatcher. Its worker thread decodes the requests
+that share an adapter together, with continuous batching (decode.py): each row keeps its own temperature, stop
+strings and max tokens, a row's result goes back as soon as it is done, and requests arriving meanwhile join.
 
 Extra request fields (besides temperature, max_tokens, stop, seed, n) travel in `extra_body`:
   adapter       a peft LoRA folder to apply for this request
@@ -47,7 +48,8 @@ class LocalProvider(CustomLLM):
         self.dtype = "auto"  # bfloat16 on a GPU, float32 on a CPU (see optimas_cli/devices.py)
         self.device = "auto"
         self.max_batch_size = 32
-        self.max_batch_tokens: int | None = 16384  # rows x (longest prompt + max new tokens) per generate
+        self.max_batch_tokens: int | None = 16384  # rows x (longest prompt + max new tokens) per prefill
+        self.max_live_tokens = 32768  # rows x the widest the KV cache may grow, for the rows decoding together
         self.gather_seconds = 0.01
         self.cache_dir: str | None = None  # default home of converted models; requests may name their own
         self._models: dict[Path, Any] = {}  # model folder -> LocalModel
@@ -57,7 +59,7 @@ class LocalProvider(CustomLLM):
 
     def configure(self, dtype: str | None = None, device: str | None = None, max_batch_size: int | None = None,
                   gather_seconds: float | None = None, cache_dir: str | None = None,
-                  max_batch_tokens: int | None = None) -> None:
+                  max_batch_tokens: int | None = None, max_live_tokens: int | None = None) -> None:
         """Settings for models loaded from now on; a dtype or device change reloads models on next use."""
         with self._lock:
             if (dtype is not None and dtype != self.dtype) or (device is not None and device != self.device):
@@ -75,6 +77,10 @@ class LocalProvider(CustomLLM):
                 self.max_batch_tokens = int(max_batch_tokens)
                 for batcher in self._batchers.values():
                     batcher.max_batch_tokens = self.max_batch_tokens
+            if max_live_tokens is not None:
+                if int(max_live_tokens) < 1:
+                    raise UserError(f"lm.local.max_live_tokens must be at least 1, got {max_live_tokens}")
+                self.max_live_tokens = int(max_live_tokens)
             if gather_seconds is not None:
                 self.gather_seconds = float(gather_seconds)
             if cache_dir is not None:
@@ -96,22 +102,40 @@ class LocalProvider(CustomLLM):
                 self._batchers[folder] = DynamicBatcher(
                     self._batch_runner(self._models[folder]), self.max_batch_size,
                     gather_seconds=self.gather_seconds, name=f"local-{name}", max_batch_tokens=self.max_batch_tokens,
+                    live=True,
                 )
             return self._models[folder]
 
     def batcher(self, name: str, cache_dir: str | None = None) -> DynamicBatcher:
         return self._batchers[self.model(name, cache_dir).folder]
 
-    @staticmethod
-    def _batch_runner(local_model):
-        def run(key, items):
-            _fingerprint, decoding = key
-            adapter = items[0][2]  # same fingerprint -> same adapter content; any row's path will do
-            if decoding.beam_groups:  # one item per prompt; its result is the list of its candidates
-                return local_model.diverse_generate([p for p, _, _ in items], decoding, adapter)
-            return local_model.generate([p for p, _, _ in items], decoding, [s for _, s, _ in items], adapter)
+    def _batch_runner(self, local_model):
+        from optimas_cli.lm.local.model import Request
+
+        def run(key, live):
+            _fingerprint, beam = key
+            adapter = live.items[0][3]  # same fingerprint -> same adapter content; any row's path will do
+            if beam is not None:  # one item per prompt; its result is the list of its candidates
+                found = local_model.diverse_generate([prompt for prompt, _, _, _ in live.items], beam, adapter)
+                for number, candidates in enumerate(found):
+                    live.deliver(number, candidates)
+                return
+
+            def join(rows: int, reach: int) -> list[Request]:
+                return [Request(p, d, s) for p, d, s, _ in live.join(lambda costs: self._room(rows, reach, costs))]
+
+            local_model.serve([Request(p, d, s) for p, d, s, _ in live.items], adapter, live.deliver, join)
 
         return run
+
+    def _room(self, rows: int, reach: int, costs: list[int]) -> bool:
+        """Whether requests of these costs (prompt + max new tokens) may join `rows` rows decoding in a cache that
+        may grow to `reach` columns: within the rows per batch, one prefill within max_batch_tokens, and the
+        joined cache within max_live_tokens."""
+        joined = rows + len(costs)
+        prefill = len(costs) * max(costs)
+        return (joined <= self.max_batch_size and (self.max_batch_tokens is None or prefill <= self.max_batch_tokens)
+                and joined * max(reach, max(costs)) <= self.max_live_tokens)
 
     # ---- litellm entry point -------------------------------------------------------------------
     def completion(self, model: str, messages: list, model_response: ModelResponse,
@@ -140,15 +164,17 @@ class LocalProvider(CustomLLM):
         diverse = extra.get("diversity_penalty") is not None
         decoding = Decoding(temperature=max(temperature, 0.0), max_tokens=max_tokens, stop=stop,
                             beam_groups=n if diverse else 0, diversity_penalty=float(extra.get("diversity_penalty") or 0.0))
-        key = (adapter_fingerprint(adapter) if adapter else None, decoding)
+        # Rows of one adapter decode together whatever their settings; a diverse beam search runs on its own.
+        key = (adapter_fingerprint(adapter) if adapter else None, decoding if diverse else None)
         hint = int(extra.get("batch_hint") or 1)
         cost = local_model.prompt_tokens(prompt) + max_tokens  # what this row adds to a batch's padded shape
         try:
             if diverse:
-                [generations] = self._batchers[local_model.folder].submit(key, [(prompt, 0, adapter)], expected=hint,
-                                                                          costs=[cost * n])
+                [generations] = self._batchers[local_model.folder].submit(key, [(prompt, decoding, 0, adapter)],
+                                                                          expected=hint, costs=[cost * n])
             else:
-                items = [(prompt, sample_seed(seed, messages, sample_index, offset + k), adapter) for k in range(n)]
+                items = [(prompt, decoding, sample_seed(seed, messages, sample_index, offset + k), adapter)
+                         for k in range(n)]
                 generations = self._batchers[local_model.folder].submit(key, items, expected=hint * n,
                                                                         costs=[cost] * n)
         except UserError:
