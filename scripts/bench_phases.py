@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -195,6 +196,7 @@ def run_slice(code: Path, args: list[str], cache: Path, run_dir: Path, what: str
 
 def measure(code: Path, name: str, work: Path, tag: str, keep: bool) -> dict:
     run_dir = (OUT / f"run-{tag}-{name}").resolve() if keep else work / f"run-{tag}-{name}"
+    shutil.rmtree(run_dir, ignore_errors=True)  # a folder kept by an earlier bench would be resumed, not run
     return run_slice(code, SLICES[name], empty_cache(work / f"cache-{tag}-{name}"), run_dir, f"{name} on {tag}")
 
 
