@@ -18,12 +18,10 @@ import torch
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
-    DynamicCache,
     GenerationConfig,
     LogitsProcessor,
     StoppingCriteria,
 )
-from transformers.cache_utils import DynamicLayer
 
 from optimas_cli.devices import pick_device, pick_dtype
 from optimas_cli.errors import UserError
@@ -135,9 +133,6 @@ class LocalModel:
         self.max_adapters = max_adapters
         self._peft = None  # PeftModel wrapping self.model once the first adapter is requested
         self._adapters: OrderedDict[str, str] = OrderedDict()  # fingerprint -> peft adapter name
-        # Rows join a running batch by left padding its KV cache; a sliding-window layer (Gemma 3) keeps a cut cache
-        # that padding would misalign, so such a model decodes each batch to its end.
-        self.joinable = all(type(layer) is DynamicLayer for layer in DynamicCache(config=self.model.config).layers)
 
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id
@@ -255,7 +250,7 @@ class LocalModel:
                 for row in finished:
                     request, prompt_tokens = pending.pop(row.handle)
                     deliver(row.handle, self._generation(row.tokens, request.decoding, prompt_tokens))
-                if join is not None and self.joinable:
+                if join is not None and batch.joinable:
                     joining = join(len(batch.rows), batch.reach())
                     if joining:
                         self._prefill(batch, joining, handles, pending)
