@@ -112,3 +112,29 @@ def test_rows_that_join_a_running_batch_get_the_tokens_they_get_alone(local, tem
     local.serve(requests[:2], None, results.__setitem__, join)
     assert not waiting and [results[i] for i in range(len(requests))] == alone
     assert max(rows for rows, _ in asked) > 2  # the joined rows ran beside the first two
+
+
+def test_padding_left_by_a_long_row_is_cut_once_it_leaves_and_the_other_rows_do_not_change(local):
+    long_prompt = local.render([{"role": "user", "content": " ".join(["word"] * 80)}])
+    short = [local.render([{"role": "user", "content": p}]) for p in PROMPTS[:3]]
+    requests = [Request(long_prompt, Decoding(0.0, 1), 0)] + [Request(p, Decoding(0.0, 8), 0) for p in short]
+    alone = [local.generate([r.prompt], r.decoding, [r.seed])[0] for r in requests]
+    widths, results = [], {}
+    hook = local.model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: widths.append(kwargs["attention_mask"].shape[1]), with_kwargs=True)
+    try:
+        local.serve(requests, None, results.__setitem__)
+    finally:
+        hook.remove()
+    assert [results[i] for i in range(len(requests))] == alone
+    long_width = local.prompt_tokens(long_prompt)
+    assert widths[0] == long_width and widths[1] < long_width - 64  # the long row ended at its first token: cut
+
+
+def test_a_prompt_too_long_for_its_own_max_tokens_is_cut_by_its_own_budget_whatever_its_neighbours(local):
+    long_prompt = local.render([{"role": "user", "content": " ".join(["word"] * 150)}])
+    encoded = local.tokenize([long_prompt, long_prompt, PROMPTS[0]], [1, 8, 8])
+    kept = encoded["attention_mask"].sum(dim=1).tolist()
+    assert kept[:2] == [local.max_positions - 1, local.max_positions - 8]
+    assert encoded["input_ids"].shape[1] == local.max_positions - 1  # no column that every row masks
+    assert encoded["input_ids"][1, -kept[1]:].tolist() == encoded["input_ids"][0, -kept[1]:].tolist()  # both keep the end

@@ -150,17 +150,25 @@ class LocalModel:
         with self._tokenizer_lock:
             return len(self.tokenizer(prompt, add_special_tokens=not self.chat_template)["input_ids"])
 
-    def tokenize(self, prompts: list[str], max_new_tokens: int) -> dict:
+    def tokenize(self, prompts: list[str], max_new_tokens: int | list[int]) -> dict:
+        """A left-padded batch of `prompts`; a prompt too long for its row's max new tokens keeps its end (the
+        question and the generation prompt), cut row by row so that a row's prompt never depends on its neighbours."""
         # A chat template already writes its special tokens; a plain prompt needs the tokenizer's BOS.
         with self._tokenizer_lock:
             encoded = self.tokenizer(
                 prompts, return_tensors="pt", padding=True, add_special_tokens=not self.chat_template
             )
-        budget = self.max_positions - max_new_tokens
-        if encoded["input_ids"].shape[1] > budget:
-            # Keep the end of the prompt (the question and the generation prompt) when it is too long.
-            log.warning("%s: prompt of %d tokens cut to its last %d", self.name, encoded["input_ids"].shape[1], budget)
-            encoded = {k: v[:, -budget:] for k, v in encoded.items()}
+        news = max_new_tokens if isinstance(max_new_tokens, list) else [max_new_tokens] * len(prompts)
+        budgets = torch.tensor([self.max_positions - n for n in news])
+        lengths = encoded["attention_mask"].sum(dim=1)
+        if bool((lengths > budgets).any()):
+            for row in (lengths > budgets).nonzero().flatten().tolist():
+                log.warning("%s: prompt of %d tokens cut to its last %d", self.name, int(lengths[row]), int(budgets[row]))
+            width = encoded["attention_mask"].shape[1]
+            kept = torch.arange(width)[None, :] >= width - torch.minimum(lengths, budgets)[:, None]
+            encoded["attention_mask"] = encoded["attention_mask"] * kept  # a cut token is masked like padding
+            lead = width - int(torch.minimum(lengths, budgets).max())
+            encoded = {k: v[:, lead:] for k, v in encoded.items()}
         return encoded
 
     # ---- adapters ------------------------------------------------------------------------------
@@ -257,8 +265,8 @@ class LocalModel:
 
     def _prefill(self, batch: DecodeBatch, requests: list[Request], handles: Iterator[int], pending: dict) -> None:
         """Tokenize a group of requests (left-padded together), prefill it and add its rows to the batch."""
-        widest_new = max(r.decoding.max_tokens for r in requests)
-        encoded = {k: v.to(self.device) for k, v in self.tokenize([r.prompt for r in requests], widest_new).items()}
+        encoded = self.tokenize([r.prompt for r in requests], [r.decoding.max_tokens for r in requests])
+        encoded = {k: v.to(self.device) for k, v in encoded.items()}
         rows = []
         for request, prompt_tokens in zip(requests, encoded["attention_mask"].sum(dim=1).tolist(), strict=True):
             handle = next(handles)
