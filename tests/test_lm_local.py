@@ -156,6 +156,7 @@ def test_the_provider_caps_each_prefill_and_the_rows_decoding_together_by_their_
     row = model.prompt_tokens(model.render(chat("question number 1"))) + 4  # a row's cost: prompt + max new tokens
     lm = LMClient(model=tiny_model, temperature=0.0, max_tokens=4, concurrency=12, cache=False)
     started, joined, shapes = len(batcher.batch_sizes), len(batcher.join_sizes), []
+    caps = {"max_batch_tokens": LOCAL_PROVIDER.max_batch_tokens, "max_live_tokens": LOCAL_PROVIDER.max_live_tokens}
     hook = model.model.model.register_forward_pre_hook(
         lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
     try:
@@ -163,7 +164,7 @@ def test_the_provider_caps_each_prefill_and_the_rows_decoding_together_by_their_
         lm.complete([LMRequest(chat(f"question number {i}")) for i in range(1, 10)])
     finally:
         hook.remove()
-        LOCAL_PROVIDER.configure(max_batch_tokens=16384, max_live_tokens=32768)
+        LOCAL_PROVIDER.configure(**caps)
     groups = batcher.batch_sizes[started:] + batcher.join_sizes[joined:]
     assert sum(groups) == 9 and max(groups) <= 3
     prefills = [rows for rows, width in shapes if width > 1]

@@ -49,7 +49,7 @@ class LocalProvider(CustomLLM):
         self.device = "auto"
         self.max_batch_size = 32
         self.max_batch_tokens: int | None = 16384  # rows x (longest prompt + max new tokens) per prefill
-        self.max_live_tokens = 32768  # rows x the widest the KV cache may grow, for the rows decoding together
+        self.max_live_tokens = 12288  # rows x the widest the KV cache may grow, for the rows decoding together
         self.gather_seconds = 0.01
         self.cache_dir: str | None = None  # default home of converted models; requests may name their own
         self._models: dict[Path, Any] = {}  # model folder -> LocalModel
