@@ -25,7 +25,11 @@ def pick_dtype(dtype: str | None, device: str, setting: str = "dtype") -> torch.
 
     Measured on this project's 2-core AVX2 CPU (no AVX512-BF16): SmolLM2-135M bf16 forward passes were 2.4x
     slower than float32 for a batch of 8 single-token decode steps and 5.3x slower for a 64-token prefill,
-    because the CPU has no bf16 matmul units and torch converts on the fly.
+    because the CPU has no bf16 matmul units and torch converts on the fly. On a 2-core AMD EPYC with AVX512-BF16
+    bf16 was ~3x faster (24 Amazon prompts prefilled at 1,311 against 430 tokens/s), but a row's greedy reply then
+    depends on the rows it is batched with (scripts/bench_decode.py --dtype bfloat16: 7 of 16 the same when rows
+    join mid-decode; 16 of 16 in float32), and which rows share a batch depends on timing, so a CPU run in bf16
+    would not reproduce: bf16 on a CPU is for a user who asks for it by name.
     """
     if dtype in (None, "auto"):
         cuda = device.startswith("cuda") and torch.cuda.is_available()

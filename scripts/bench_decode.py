@@ -6,7 +6,7 @@
    join after every step. Prints how many texts are the same as generate's, and each way's seconds.
 2. What one decode step costs for 1, 4, 12 and 32 rows of 700-token prompts (weights vs rows).
 
-    python scripts/bench_decode.py [--sessions 16] [--skip-steps]
+    python scripts/bench_decode.py [--sessions 16] [--skip-steps] [--dtype auto]
 """
 from __future__ import annotations
 
@@ -92,8 +92,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=16)
     parser.add_argument("--skip-steps", action="store_true")
+    parser.add_argument("--dtype", default="auto", help="lm.local.dtype: auto | float32 | bfloat16")
     args = parser.parse_args()
-    local = LocalModel(MODEL, local_model_folder(MODEL, None))
+    local = LocalModel(MODEL, local_model_folder(MODEL, None), dtype=args.dtype)
+    print(f"{MODEL} in {next(local.model.parameters()).dtype}")
     same_texts(local, load_splits(os.environ.get("OPTIMAS_DATA_DIR")).train[: args.sessions])
     if not args.skip_steps:
         step_costs(local)

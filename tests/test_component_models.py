@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from optimas_cli.flows.models import component_models, models_line
+from optimas_cli.flows.models import component_models, local_precision, models_line
 from pipelines.amazon.system import build_system as amazon_system
 from pipelines.pubmedqa.system import build_system as pubmedqa_system
 
@@ -36,3 +36,8 @@ def test_model_selected_components_list_their_candidates_and_the_proposer_its_mo
     assert models_line(models).startswith(f"models: context_analyst → one of {SERVED}")
     single = component_models(pipeline(pubmedqa_system([SERVED], {}, 8, 8)), SERVED)
     assert single["context_analyst"] == f"{SERVED} (the run's lm)"
+
+
+def test_the_precision_of_the_embedded_model_is_named_with_its_setting():
+    assert local_precision({"dtype": "auto", "device": "cpu"}) == "float32 (lm.local.dtype=auto)"
+    assert local_precision({"dtype": "bfloat16", "device": "cpu"}) == "bfloat16 (lm.local.dtype=bfloat16)"

@@ -25,6 +25,9 @@ def test_greedy_keys_ignore_seed_and_sample_but_sampled_keys_do_not():
     assert call_key("m", MESSAGES, 0.0, 16, adapter="abc") != base
     assert call_key("m", MESSAGES, 0.0, 16, stop=["\n"]) != base
     assert call_key("m", [{"role": "user", "content": "What is 2+3?"}], 0.0, 16) != base
+    # another precision gives other replies; float32's keys stay those of the caches written before it was a field
+    assert call_key("m", MESSAGES, 0.0, 16, precision="bfloat16") != base
+    assert call_key("m", MESSAGES, 0.0, 16, precision="float32") == base
 
 
 def test_entries_persist_across_instances_and_hits_are_counted(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from optimas_cli.lm.local.decode import DecodeBatch, Row, distinct_rows
+from optimas_cli.lm.local.decode import DecodeBatch, GrowingLayer, Row, distinct_rows, with_growing_cache
 from optimas_cli.lm.local.model import Decoding, LocalModel, Request, SeededGumbelSampling, completion_length
 
 PROMPTS = ["What is the capital of France?", "Name a colour.", "What is the capital of France?", "Why?",
@@ -138,3 +138,22 @@ def test_a_prompt_too_long_for_its_own_max_tokens_is_cut_by_its_own_budget_whate
     assert kept[:2] == [local.max_positions - 1, local.max_positions - 8]
     assert encoded["input_ids"].shape[1] == local.max_positions - 1  # no column that every row masks
     assert encoded["input_ids"][1, -kept[1]:].tolist() == encoded["input_ids"][0, -kept[1]:].tolist()  # both keep the end
+
+
+def test_generate_on_a_growing_cache_samples_what_it_samples_on_its_own(local):
+    """GRPO's sampling (trl calls transformers' generate) runs on GrowingLayers: the same tokens, fewer copies."""
+    encoded = local.tokenize(rendered(local), 70)  # past SPARE_COLUMNS new tokens: the buffers grow once
+    caches = []
+
+    def generate(*args, **kwargs):
+        caches.append(kwargs["cache"])
+        return local.model.generate(*args, **kwargs)
+
+    settings = {"do_sample": True, "max_new_tokens": 70, "min_new_tokens": 70, "temperature": 1.0}
+    with torch.inference_mode():
+        torch.manual_seed(3)
+        expected = local.model.generate(**encoded, **settings)
+        torch.manual_seed(3)
+        got = with_growing_cache(generate, local.model.config)(**encoded, **settings)
+    assert torch.equal(got, expected)
+    assert all(isinstance(layer, GrowingLayer) for layer in caches[0].layers)

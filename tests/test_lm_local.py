@@ -173,3 +173,18 @@ def test_the_provider_caps_each_prefill_and_the_rows_decoding_together_by_their_
     for setting in ("max_batch_tokens", "max_live_tokens"):
         with pytest.raises(UserError, match=setting):
             LOCAL_PROVIDER.configure(**{setting: 0})
+
+
+def test_a_local_call_in_another_precision_has_another_cache_key(tiny_model):
+    lm = LMClient(model=tiny_model, temperature=0.0, max_tokens=4, cache=False)
+    request = LMRequest(chat("Name a colour."))
+    assert LOCAL_PROVIDER.precision() == "float32"  # auto on a CPU
+    float32_key = lm._expand(0, request)[0].key
+    dtype = LOCAL_PROVIDER.dtype
+    try:
+        LOCAL_PROVIDER.configure(dtype="bfloat16")
+        assert LOCAL_PROVIDER.precision() == "bfloat16"
+        assert lm._expand(0, request)[0].key != float32_key  # a float32 reply is never served to a bf16 run
+    finally:
+        LOCAL_PROVIDER.configure(dtype=dtype)
+    assert lm._expand(0, request)[0].key == float32_key

@@ -6,7 +6,7 @@ import logging
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from optimas_cli.flows.models import component_models, models_line
+from optimas_cli.flows.models import component_models, local_precision, models_line
 from optimas_cli.flows.plan import make_plan
 from optimas_cli.flows.setup import (
     budget_splits,
@@ -42,6 +42,8 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     log.info("pipeline=%s method=%s splits=%s", pipeline.name, method.name, splits.sizes())
     console.print(f"[bold]{pipeline.name}[/] · method [bold]{method.name}[/] · splits {splits.sizes()}")
     models = component_models(pipeline, ctx.lm.model, method)
+    if any(model.startswith("local/") for model in models.values()):
+        models["local precision"] = local_precision(cfg.lm.get("local"))
     log.info("%s", models_line(models))
     console.print(models_line(models), markup=False)
     mde = {"validation": mde_summary(len(splits.val)), "test": mde_summary(len(splits.test))}

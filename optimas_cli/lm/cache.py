@@ -64,6 +64,7 @@ def call_key(
     adapter: str | None = None,  # the adapter's content fingerprint, not its path
     api_base: str | None = None,
     diverse_beam: tuple[int, float] | None = None,  # (groups, diversity penalty) of a diverse beam search
+    precision: str | None = None,  # the dtype a local model generates in
 ) -> str:
     """The cache key of one sample. Greedy decoding is deterministic, so at temperature 0 the seed and
     sample position do not enter the key and every sample of the same call is the same row. The
@@ -82,6 +83,8 @@ def call_key(
     }
     if diverse_beam is not None:  # only then: every other key stays what it was
         fields["diverse_beam"] = [int(diverse_beam[0]), float(diverse_beam[1]), sample_offset]
+    if precision not in (None, "float32"):  # float32 keys are those of the runs before precision entered the key
+        fields["precision"] = precision
     return hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 

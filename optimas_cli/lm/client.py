@@ -178,12 +178,13 @@ class LMClient:
         fingerprint = adapter_fingerprint(request.adapter) if request.adapter else None
         api_base = None if is_local(model) else self.api_base
         beam = None if diverse is None else (request.n, float(diverse))
+        precision = self.provider.precision() if is_local(model) else None
         return [
             _Call(
                 index, offset, model, request.messages, temperature, max_tokens, stop, request.seed,
                 request.sample_index, request.adapter,
                 call_key(model, request.messages, temperature, max_tokens, list(stop), request.seed,
-                         request.sample_index, offset, fingerprint, api_base, beam),
+                         request.sample_index, offset, fingerprint, api_base, beam, precision),
                 request.n, None if diverse is None else float(diverse),
             )
             for offset in range(request.n)

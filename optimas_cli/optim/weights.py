@@ -124,6 +124,8 @@ def train_adapter(
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from optimas_cli.lm.local.decode import with_growing_cache
+
     num_generations = cfg.num_generations
     batch = cfg.prompts_per_step * num_generations
     on_gpu = torch.cuda.is_available()
@@ -187,6 +189,7 @@ def train_adapter(
     # With tqdm off, transformers prints every step's log dict to stdout over our progress bars; the
     # same numbers stay in trainer.state.log_history, which is what we keep.
     trainer.remove_callback(PrinterCallback)
+    trainer.model.generate = with_growing_cache(trainer.model.generate, model.config)
     started = time.perf_counter()
     with small_logprob_tiles(), large_allocations_unmapped_on_free():
         trainer.train()

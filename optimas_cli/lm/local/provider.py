@@ -26,6 +26,7 @@ import litellm
 from litellm import CustomLLM
 from litellm.types.utils import Choices, Message, ModelResponse, Usage
 
+from optimas_cli.devices import pick_device, pick_dtype
 from optimas_cli.errors import UserError
 from optimas_cli.lm.adapters import adapter_fingerprint
 from optimas_cli.lm.local.batching import DynamicBatcher
@@ -85,6 +86,10 @@ class LocalProvider(CustomLLM):
                 self.gather_seconds = float(gather_seconds)
             if cache_dir is not None:
                 self.cache_dir = cache_dir
+
+    def precision(self) -> str:
+        """The dtype local models generate in, by name: part of a local call's cache key (other bits, other replies)."""
+        return str(pick_dtype(self.dtype, pick_device(self.device, "lm.device"), "lm.dtype")).removeprefix("torch.")
 
     def model(self, name: str, cache_dir: str | None = None):
         """The loaded LocalModel for a name (loading, and converting a shipped GGUF, on first use).
