@@ -18,8 +18,9 @@ def large_allocations_unmapped_on_free(threshold: int = 1 << 20):
     By default glibc carves tensors under 32 MB (a training step's hidden states) out of its heap, and
     freed memory in the middle of the heap is never returned: one Amazon GRPO step peaked at 6.4 GB RSS
     that way and at 2.1 GB with this (scripts/mem_probe.py grpo). Where memory lives changes no value.
-    Used around training only, not process-wide: each large block then costs a system call and fresh pages,
-    and what that costs the embedded model's generation (its KV cache grows every token) is not measured.
+    Used around training only, not process-wide: each large block then costs a system call and fresh pages. GRPO's
+    sampling runs inside it on the growing KV cache (lm/local/decode.py `with_growing_cache`), so it does not pay that
+    every token; the training pass still pays it (one GRPO step probe: 44 of 93 s in the kernel, docs/results/speed).
     """
     libc = _glibc()
     if libc is None:
