@@ -73,8 +73,8 @@ def with_growing_cache(generate: Callable, config) -> Callable:
     """`generate` (transformers') on a cache of GrowingLayers when the caller passes none, for models whose layers are
     all plain DynamicLayers (else `generate` itself). GRPO samples through trl's call to it: there the per-step copy
     of every layer's cache also cost a fresh allocation a layer a step, which training's allocator settings
-    (optimas_cli/memory.py) return to the OS each time: one Amazon profiler step took 109 s that way, 93 s this
-    way, with the same rewards and adapter (scripts/mem_probe.py grpo)."""
+    (optimas_cli/memory.py) return to the OS each time: one Amazon profiler step's probe took 104-109 s that way,
+    93-102 s this way, with the same rewards and adapter (scripts/mem_probe.py grpo)."""
     layers = DynamicCache(config=config).layers
     if not all(type(layer) is DynamicLayer for layer in layers):
         return generate
