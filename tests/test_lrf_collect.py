@@ -273,8 +273,9 @@ def test_sampled_downstream_is_scored_by_the_mean_of_distinct_monte_carlo_repeat
     checker_requests = [r for c, r in lm.requests if c == "checker"]
     assert {r.temperature for r in checker_requests} == {0.7}  # the explicit downstream decoding
     assert sorted({r.sample_index for r in checker_requests}) == [0, 1]  # one seeded stream per repeat
-    # Batched: one LM call per writer sample and per (distinct candidate, repeat), each over all examples.
-    assert lm.calls == [("writer", 3)] * 4 + [("checker", 3)] * 6
+    # Batched: one LM call per writer sample over all examples, and one per repeat over every (example, distinct
+    # candidate): the candidates' downstream runs share a batch.
+    assert lm.calls == [("writer", 3)] * 4 + [("checker", 9)] * 2
     executions = ctx.ledger.executions[COLLECTION_PHASE]
     assert executions == {"prep": 3, "writer": 12, "checker": 18}
     assert stats["mc_repeats"] == 2
@@ -293,7 +294,7 @@ def test_greedy_downstream_runs_once_and_is_charged_once():
     checker_requests = [r for c, r in lm.requests if c == "checker"]
     assert {r.temperature for r in checker_requests} == {None}  # the run's own decoding
     assert ctx.ledger.executions[COLLECTION_PHASE]["checker"] == 6  # 3 distinct candidates x 2 inputs, once
-    assert lm.calls.count(("checker", 2)) == 3
+    assert lm.calls.count(("checker", 6)) == 1
     assert stats["mc_repeats"] == 1
 
 

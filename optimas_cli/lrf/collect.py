@@ -230,21 +230,19 @@ def collect_pairs(
     repeats = mc_repeats if _downstream_is_stochastic(system, component_name, down_temperature) else 1
     down_ctx = ctx if downstream_temperature is None else ctx.replace(temperature=float(downstream_temperature))
     scores: list[list[list[float]]] = [[[] for _ in cands] for cands in candidates]
-    n_cands = max(len(c) for c in candidates)
-    for j in track(range(n_cands), f"{ctx.phase} · {component_name} candidates", lm=ctx.lm):
-        rows = [a for a, cands in enumerate(candidates) if len(cands) > j and len(cands) >= 2]
-        if not rows:
-            continue
-        base = [trajs[active[a][0]] for a in rows]
-        outs = [candidates[a][j] for a in rows]
-        for rep in range(repeats):
-            finished = system.run_after(
-                component_name, base, outs, config,
-                down_ctx.replace(sample_index=ctx.sample_index + rep, charged=ctx.charged and rep == 0),
-            )  # the paper charges each candidate's downstream run once; its repeats are executed only
-            rewards = score.many([t.example for t in finished], [t.final(system.outputs) for t in finished])
-            for a, reward in zip(rows, rewards, strict=True):
-                scores[a][j].append(reward)
+    # Every candidate of every input runs downstream in one batch (an LM call's key does not depend on its batch):
+    # with few inputs, one candidate at a time left the embedded model decoding a few rows a step.
+    runs = [(a, j) for a, cands in enumerate(candidates) if len(cands) >= 2 for j in range(len(cands))]
+    base = [trajs[active[a][0]] for a, _ in runs]
+    outs = [candidates[a][j] for a, j in runs]
+    for rep in track(range(repeats if runs else 0), f"{ctx.phase} · {component_name} downstream runs", lm=ctx.lm):
+        finished = system.run_after(
+            component_name, base, outs, config,
+            down_ctx.replace(sample_index=ctx.sample_index + rep, charged=ctx.charged and rep == 0),
+        )  # the paper charges each candidate's downstream run once; its repeats are executed only
+        rewards = score.many([t.example for t in finished], [t.final(system.outputs) for t in finished])
+        for (a, j), reward in zip(runs, rewards, strict=True):
+            scores[a][j].append(reward)
 
     pairs: list[PreferencePair] = []
     near_ties = identical = 0
