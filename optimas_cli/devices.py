@@ -37,3 +37,8 @@ def pick_dtype(dtype: str | None, device: str, setting: str = "dtype") -> torch.
     if dtype not in DTYPES:
         raise UserError(f"unknown {setting} {dtype!r}", f"use auto or one of {sorted(DTYPES)}")
     return DTYPES[dtype]
+
+
+def dtype_name(dtype: str | None, device: str | None, setting: str) -> str:
+    """What a `<setting>.dtype` / `<setting>.device` pair resolves to, by name ('float32')."""
+    return str(pick_dtype(dtype, pick_device(device, f"{setting}.device"), f"{setting}.dtype")).removeprefix("torch.")

@@ -36,12 +36,11 @@ def component_models(pipeline: Pipeline, run_model: str | None, method=None) -> 
 
 def local_precision(local_cfg) -> str:
     """The dtype the embedded provider generates in, and the setting it comes from (results.json `models`)."""
-    from optimas_cli.devices import pick_device, pick_dtype
+    from optimas_cli.devices import dtype_name
 
     local_cfg = local_cfg or {}
     setting = local_cfg.get("dtype") or "auto"
-    dtype = pick_dtype(setting, pick_device(local_cfg.get("device"), "lm.local.device"), "lm.local.dtype")
-    return f"{str(dtype).removeprefix('torch.')} (lm.local.dtype={setting})"
+    return f"{dtype_name(setting, local_cfg.get('device'), 'lm.local')} (lm.local.dtype={setting})"
 
 
 def _named(model: str | None, run_model: str | None) -> str:

@@ -75,16 +75,24 @@ def with_growing_cache(generate: Callable, config) -> Callable:
     of every layer's cache also cost a fresh allocation a layer a step, which training's allocator settings
     (optimas_cli/memory.py) return to the OS each time: one Amazon profiler step's probe took 104-109 s that way,
     93-102 s this way, with the same rewards and adapter (scripts/mem_probe.py grpo)."""
-    layers = DynamicCache(config=config).layers
-    if not all(type(layer) is DynamicLayer for layer in layers):
+    if growing_cache(config) is None:
         return generate
 
     def generate_growing(*args, **kwargs):
         if kwargs.get("cache") is None:
-            kwargs["cache"] = Cache(layers=[GrowingLayer() for _ in layers])
+            kwargs["cache"] = growing_cache(config)
         return generate(*args, **kwargs)
 
     return generate_growing
+
+
+def growing_cache(config) -> Cache | None:
+    """A fresh cache of GrowingLayers for a model whose layers all keep plain DynamicLayers; None for another
+    (a sliding-window layer keeps a cut cache)."""
+    layers = DynamicCache(config=config).layers
+    if not all(type(layer) is DynamicLayer for layer in layers):
+        return None
+    return Cache(layers=[GrowingLayer() for _ in layers])
 
 
 @dataclass
@@ -126,9 +134,7 @@ class DecodeBatch:
         self.model, self.eos = model, set(eos_ids)
         # Rows join by left padding the cache; a sliding-window layer (Gemma 3) keeps a cut cache that padding would
         # misalign, so such a model decodes each batch to its end, on transformers' own cache.
-        layers = DynamicCache(config=model.config).layers
-        self.joinable = all(type(layer) is DynamicLayer for layer in layers)
-        self._layers = len(layers)
+        self.joinable = growing_cache(model.config) is not None
         self.rows: list[Row] = []  # in the cache's row order
         self.cache: DynamicCache | None = None
         self.mask: torch.Tensor | None = None  # [rows, width]; None while no row is padded
@@ -151,8 +157,7 @@ class DecodeBatch:
         positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
         firsts, owner = distinct_rows(input_ids)
         distinct = torch.tensor(firsts, device=input_ids.device)
-        cache = Cache(layers=[GrowingLayer() for _ in range(self._layers)]) if self.joinable else DynamicCache(
-            config=self.model.config)
+        cache = growing_cache(self.model.config) or DynamicCache(config=self.model.config)
         out = self.model(input_ids=input_ids[distinct], attention_mask=attention_mask[distinct] if padded else None,
                          position_ids=positions[distinct], cache=cache, use_cache=True, logits_to_keep=1)
         expand = torch.tensor(owner, device=input_ids.device)

@@ -26,7 +26,7 @@ import litellm
 from litellm import CustomLLM
 from litellm.types.utils import Choices, Message, ModelResponse, Usage
 
-from optimas_cli.devices import pick_device, pick_dtype
+from optimas_cli.devices import dtype_name
 from optimas_cli.errors import UserError
 from optimas_cli.lm.adapters import adapter_fingerprint
 from optimas_cli.lm.local.batching import DynamicBatcher
@@ -89,7 +89,7 @@ class LocalProvider(CustomLLM):
 
     def precision(self) -> str:
         """The dtype local models generate in, by name: part of a local call's cache key (other bits, other replies)."""
-        return str(pick_dtype(self.dtype, pick_device(self.device, "lm.device"), "lm.dtype")).removeprefix("torch.")
+        return dtype_name(self.dtype, self.device, "lm.local")
 
     def model(self, name: str, cache_dir: str | None = None):
         """The loaded LocalModel for a name (loading, and converting a shipped GGUF, on first use).
