@@ -132,6 +132,7 @@ BUDGET = Node({
                               "num_steps", "fresh_size", "iterations", "max_runs_from")},
     **{key: CAPS for key in ("max_usd", "max_runs", "max_wall")},
     "weights": Node(GRPO_SIZES, null=True),
+    "max_live_tokens": Integer(1, null=True),  # conf/lm/local.yaml reads it (null: the embedded provider's default)
 })
 
 OPTIMIZER = Node({  # conf/optimizer/default.yaml, optim/settings.py

@@ -1,4 +1,4 @@
-"""budget=cpu (issue 24): its sizes, and its weights block sizing GRPO for every loop method only."""
+"""budget=cpu (issue 24): its sizes, its weights block sizing GRPO for every loop method only, its live-KV cap."""
 from __future__ import annotations
 
 from hydra import compose, initialize_config_dir
@@ -30,3 +30,10 @@ def test_budget_cpu_trains_on_the_papers_50_and_sizes_grpo_to_learn():
 def test_other_budgets_keep_the_default_grpo_sizes_and_a_command_line_value_wins():
     assert grpo(composed("pipeline=amazon", "budget=small")).steps == 2
     assert grpo(composed("pipeline=amazon", "budget=cpu", "method.optimizer.weights.steps=3")).steps == 3
+
+
+def test_budget_cpu_lets_more_rows_decode_together_and_make_runs_budget_keeps_the_default():
+    assert composed("pipeline=amazon", "budget=cpu").lm.local.max_live_tokens == 32768
+    assert composed("budget=small").lm.local.max_live_tokens == 12288  # make run's 3 GB
+    assert composed("budget=cpu", "lm.local.max_live_tokens=4096").lm.local.max_live_tokens == 4096
+    assert build_budget(composed("budget=cpu")).max_live_tokens == 32768

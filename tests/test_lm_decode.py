@@ -141,12 +141,14 @@ def test_a_prompt_too_long_for_its_own_max_tokens_is_cut_by_its_own_budget_whate
 
 
 def test_generate_on_a_growing_cache_samples_what_it_samples_on_its_own(local):
-    """GRPO's sampling (trl calls transformers' generate) runs on GrowingLayers: the same tokens, fewer copies."""
+    """GRPO's sampling (trl calls transformers' generate) runs on GrowingLayers, its repeated prompts prefilled once:
+    the same tokens, fewer copies and less prefill."""
     encoded = local.tokenize(rendered(local), 70)  # past SPARE_COLUMNS new tokens: the buffers grow once
-    caches = []
+    caches, prefilled = [], []
 
     def generate(*args, **kwargs):
         caches.append(kwargs["cache"])
+        prefilled.append(kwargs["cache"].get_seq_length())
         return local.model.generate(*args, **kwargs)
 
     settings = {"do_sample": True, "max_new_tokens": 70, "min_new_tokens": 70, "temperature": 1.0}
@@ -154,6 +156,12 @@ def test_generate_on_a_growing_cache_samples_what_it_samples_on_its_own(local):
         torch.manual_seed(3)
         expected = local.model.generate(**encoded, **settings)
         torch.manual_seed(3)
-        got = with_growing_cache(generate, local.model.config)(**encoded, **settings)
+        got = with_growing_cache(generate, local.model)(**encoded, **settings)
     assert torch.equal(got, expected)
     assert all(isinstance(layer, GrowingLayer) for layer in caches[0].layers)
+    assert prefilled == [encoded["input_ids"].shape[1] - 1]  # PROMPTS repeat two prompts: all but the last column
+
+    distinct = local.tokenize(sorted(set(rendered(local))), 8)
+    with torch.inference_mode():
+        with_growing_cache(generate, local.model)(**distinct, max_new_tokens=8, do_sample=False)
+    assert prefilled[-1] == 0  # no repeated prompt: generate prefills the batch itself

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -87,7 +88,8 @@ def test_picks_the_candidate_the_local_reward_prefers_using_only_the_component_a
     # Budget: 3 candidates x 3 steps proposed, all through the LM tagged as the optimizer; one
     # component execution and one r_k scoring for the current prompt and for each usable candidate.
     assert [(tag, req.n) for tag, req in lm.requests] == [("writer.optimizer", 3)] * 3  # one batched request a step
-    assert component.calls == ["Answer the question.", *scored]
+    # The current prompt first; a step's candidates then run at the same time, so in any order.
+    assert component.calls[0] == "Answer the question." and sorted(component.calls[1:]) == sorted(scored)
     assert lrf.calls == 6
     assert ctx.ledger.executions["local_optimization"] == {"writer": 6 * len(SEARCH)}
     assert len({req.sample_index for _, req in lm.requests}) == 3, "a fresh sample index per step"
@@ -170,3 +172,31 @@ def test_a_rejected_tagged_answer_is_not_rescued_by_the_text_around_it():
     assert candidate_readings(reply) == ["Answer the question."]
     assert extract_instruction(reply, seen={"answer the question."}) == (None, "duplicate")
     assert extract_instruction("x" * 30 + " y" * 1200, seen=set())[1] == "too_long"
+
+
+class MeetingWriter(Writer):
+    """A Writer whose candidates wait for each other: run one after another, the first would wait in vain."""
+
+    def __init__(self, parties: int):
+        super().__init__()
+        self.meeting = threading.Barrier(parties, timeout=10)
+
+    def forward(self, inputs, value, ctx):
+        if value != self.default:
+            self.meeting.wait()  # BrokenBarrierError after 10 s unless all candidates are running at once
+        return super().forward(inputs, value, ctx)
+
+
+def test_a_steps_candidates_run_at_the_same_time_and_are_scored_in_their_order():
+    replies = iter(["<prompt>Give a short answer.</prompt>", "<prompt>Be concise in the answer.</prompt>",
+                    "<prompt>Answer briefly please.</prompt>"])
+    lm = ScriptedLM(lambda request: next(replies))
+    component = MeetingWriter(parties=3)
+    ctx = RunContext(ledger=RunLedger(4), lm=lm, phase="local_optimization")
+    proposal = propose(component, "Answer the question.", SEARCH, KeywordReward(), ctx,
+                       {"proposer": "lm", "num_candidates": 3, "num_steps": 1}, rng=np.random.default_rng(0))
+    assert [(c["prompt"], c["score"]) for c in proposal.details["candidates"]] == [
+        ("Give a short answer.", pytest.approx(0.3)), ("Be concise in the answer.", pytest.approx(0.9)),
+        ("Answer briefly please.", pytest.approx(0.5))]
+    assert proposal.value == "Be concise in the answer."
+    assert ctx.ledger.executions["local_optimization"] == {"writer": 4 * len(SEARCH)}

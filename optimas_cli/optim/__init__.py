@@ -70,7 +70,13 @@ def score_value(
     """
     if not inputs:
         raise ValueError(f"component {component.name!r}: local optimization needs at least one search input")
-    outputs = component.execute(list(inputs), value, ctx)
+    return score_outputs(component, value, inputs, component.execute(list(inputs), value, ctx), lrf, ctx)
+
+
+def score_outputs(
+    component: Component, value: Any, inputs: Sequence[dict], outputs: list[dict], lrf: Any, ctx: RunContext
+) -> tuple[float, list[dict], list[float]]:
+    """score_value's second half, for outputs executed elsewhere (several values at once: optim/prompt.py)."""
     ctx.ledger.record(component.name, len(inputs), ctx.phase, values_run=component.values_per_input(value),
                       charged=False)
     scores = [float(s) for s in lrf.score(component.name, list(inputs), outputs)]
@@ -115,4 +121,4 @@ def optimize_component(
     raise ValueError(f"component {component.name!r} has nothing to optimize (kind {kind.value!r}); do not schedule it")
 
 
-__all__ = ["Proposal", "make_rng", "optimize_component", "score_value", "setting"]
+__all__ = ["Proposal", "make_rng", "optimize_component", "score_outputs", "score_value", "setting"]

@@ -189,7 +189,7 @@ def train_adapter(
     # With tqdm off, transformers prints every step's log dict to stdout over our progress bars; the
     # same numbers stay in trainer.state.log_history, which is what we keep.
     trainer.remove_callback(PrinterCallback)
-    trainer.model.generate = with_growing_cache(trainer.model.generate, model.config)
+    trainer.model.generate = with_growing_cache(trainer.model.generate, trainer.model)
     started = time.perf_counter()
     with small_logprob_tiles(), large_allocations_unmapped_on_free():
         trainer.train()

@@ -25,6 +25,8 @@ class Budget:
     fresh_size: int          # Stage 2: fresh training inputs collected after each accepted update
     iterations: int          # Algorithm 1's T (also the baselines' rounds / trials / steps)
     weights: Any = None      # GRPO sizes for every loop method on this budget (conf/optimizer/default.yaml reads them)
+    max_live_tokens: int | None = None  # the embedded model's rows in flight x their widest KV cache on this budget
+                                        # (conf/lm/local.yaml reads it; null: its default)
     # Hard caps (null: none); their one home is system/caps.py (BudgetCaps), which checks them.
     max_usd: Any = None
     max_runs: Any = None

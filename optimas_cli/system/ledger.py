@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import resource
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -56,6 +57,7 @@ class RunLedger:
         # phase -> component -> event -> count: what a component could not do cleanly (an output it
         # could not parse, retrieved text cut to fit its prompt budget), beside how often it ran
         self.events: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+        self._events_lock = threading.Lock()
         self.peak_rss_at_end: dict[str, float] = {}  # phase -> the process's peak RSS when the phase last ended
         self.engine: dict[str, EngineTotals] = defaultdict(EngineTotals)  # phase -> embedded model's prefill/decode
         self._open_seconds: dict[str, float] = {}  # phase -> start of its timed block still running
@@ -93,7 +95,8 @@ class RunLedger:
 
     def note(self, component: str, event: str, n: int, phase: str) -> None:
         if n:
-            self.events[phase][component][event] += int(n)
+            with self._events_lock:  # components running concurrently count their events (optim/prompt.py)
+                self.events[phase][component][event] += int(n)
 
     def event_rates(self, event: str, components: Sequence[str] | None = None) -> dict[str, dict[str, dict]]:
         """{component: {phase: {"count", "executions", "rate"}}} for one event, for `components` (None: all)."""

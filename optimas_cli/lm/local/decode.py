@@ -69,21 +69,44 @@ class GrowingLayer(DynamicLayer):
         return self.length
 
 
-def with_growing_cache(generate: Callable, config) -> Callable:
-    """`generate` (transformers') on a cache of GrowingLayers when the caller passes none, for models whose layers are
-    all plain DynamicLayers (else `generate` itself). GRPO samples through trl's call to it: there the per-step copy
-    of every layer's cache also cost a fresh allocation a layer a step, which training's allocator settings
-    (optimas_cli/memory.py) return to the OS each time: one Amazon profiler step's probe took 104-109 s that way,
-    93-102 s this way, with the same rewards and adapter (scripts/mem_probe.py grpo)."""
-    if growing_cache(config) is None:
+def with_growing_cache(generate: Callable, model) -> Callable:
+    """`generate` (transformers', of `model`) on a cache of GrowingLayers when the caller passes none, for models whose
+    layers are all plain DynamicLayers (else `generate` itself); a batch that repeats prompts gets its cache prefilled
+    with each distinct prompt once (`prefilled_once`). GRPO samples through trl's call to it, with each prompt
+    repeated num_generations times. There the per-step copy of every layer's cache also cost a fresh allocation a
+    layer a step, which training's allocator settings (optimas_cli/memory.py) return to the OS each time: one Amazon
+    profiler step's probe took 104-109 s that way, 93-102 s on the growing cache (scripts/mem_probe.py grpo)."""
+    if growing_cache(model.config) is None:
         return generate
 
     def generate_growing(*args, **kwargs):
         if kwargs.get("cache") is None:
-            kwargs["cache"] = growing_cache(config)
+            kwargs["cache"] = (prefilled_once(model, kwargs.get("input_ids"), kwargs.get("attention_mask"))
+                               or growing_cache(model.config))
         return generate(*args, **kwargs)
 
     return generate_growing
+
+
+def prefilled_once(model, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None) -> Cache | None:
+    """A growing cache of every prompt's tokens but its last, each distinct (padded) prompt computed once and copied
+    to its repeats; None when no prompt repeats. `generate` given it computes only the last column itself, as it
+    does for any cache it is handed; the rows' keys and values are those of their own prefill up to float rounding
+    (the rows of a float32 product depend on how many there are)."""
+    if input_ids is None or input_ids.shape[1] < 2:
+        return None
+    firsts, owner = distinct_rows(input_ids)
+    if len(firsts) == len(owner):
+        return None
+    mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+    positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    distinct = torch.tensor(firsts, device=input_ids.device)
+    cache = growing_cache(model.config)
+    with torch.no_grad():
+        model(input_ids=input_ids[distinct, :-1], attention_mask=mask[distinct, :-1],
+              position_ids=positions[distinct, :-1], cache=cache, use_cache=True, logits_to_keep=1)
+    cache.batch_select_indices(torch.tensor(owner, device=input_ids.device))
+    return cache
 
 
 def growing_cache(config) -> Cache | None:
