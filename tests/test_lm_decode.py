@@ -94,7 +94,8 @@ def test_each_distinct_prompt_is_prefilled_once_and_a_finished_row_leaves_the_ba
     finally:
         hook.remove()
     assert short == [sampled[0], sampled[1][:2], sampled[2]]  # the rows beside it are unchanged by its leaving
-    assert rows_per_forward == [3, 3, 2, 2, 2, 2]  # prefill, then 5 decode steps; from the third on without it
+    # the padded prefill a row at a time, then 5 decode steps; from the third on without the row that stopped
+    assert rows_per_forward == [1, 1, 1, 3, 2, 2, 2, 2]
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -120,15 +121,19 @@ def test_padding_left_by_a_long_row_is_cut_once_it_leaves_and_the_other_rows_do_
     requests = [Request(long_prompt, Decoding(0.0, 1), 0)] + [Request(p, Decoding(0.0, 8), 0) for p in short]
     alone = [local.generate([r.prompt], r.decoding, [r.seed])[0] for r in requests]
     widths, results = [], {}
-    hook = local.model.model.register_forward_pre_hook(
-        lambda module, args, kwargs: widths.append(kwargs["attention_mask"].shape[1]), with_kwargs=True)
+    hook = local.model.model.register_forward_pre_hook(  # (tokens computed a row, the mask's width: None unpadded)
+        lambda module, args, kwargs: widths.append((kwargs["input_ids"].shape[1], None if kwargs.get("attention_mask")
+                                                    is None else kwargs["attention_mask"].shape[1])), with_kwargs=True)
     try:
         local.serve(requests, None, results.__setitem__)
     finally:
         hook.remove()
     assert [results[i] for i in range(len(requests))] == alone
     long_width = local.prompt_tokens(long_prompt)
-    assert widths[0] == long_width and widths[1] < long_width - 64  # the long row ended at its first token: cut
+    distinct = len({r.prompt for r in requests})
+    prefills, steps = widths[:distinct], widths[distinct:]
+    assert prefills[0] == (long_width, None) and all(mask is None for _, mask in prefills)  # a row at a time, unpadded
+    assert steps[0][1] < long_width - 64  # the long row ended at its first token: its padding is cut
 
 
 def test_a_prompt_too_long_for_its_own_max_tokens_is_cut_by_its_own_budget_whatever_its_neighbours(local):

@@ -99,12 +99,11 @@ def prefilled_once(model, input_ids: torch.Tensor | None, attention_mask: torch.
     if len(firsts) == len(owner):
         return None
     mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
-    positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
     distinct = torch.tensor(firsts, device=input_ids.device)
-    cache = growing_cache(model.config)
+    if int(mask[distinct, :-1].sum(-1).min()) == 0:
+        return None  # a one-token prompt: nothing to prefill before its last token
     with torch.no_grad():
-        model(input_ids=input_ids[distinct, :-1], attention_mask=mask[distinct, :-1],
-              position_ids=positions[distinct, :-1], cache=cache, use_cache=True, logits_to_keep=1)
+        cache, _ = prefill(model, input_ids[distinct, :-1], mask[distinct, :-1])
     cache.batch_select_indices(torch.tensor(owner, device=input_ids.device))
     return cache
 
@@ -128,6 +127,45 @@ class Row:
     pick: Callable[[torch.Tensor], torch.Tensor] | None = None
     stopped: Callable[[list[int]], bool] | None = None
     tokens: list[int] = field(default_factory=list)
+
+
+def prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[Cache, torch.Tensor]:
+    """The KV cache and the last position's float32 logits of a left-padded group of prompts.
+
+    A group of equal lengths is one forward pass. A padded one is computed a row at a time, each row unpadded, its
+    keys and values written into the group's left-padded cache: a padded pass computes the padding and, under the
+    mask, every query against every key (transformers' SDPA takes its causal kernel only without a mask). Real
+    prompt tokens a second (scratch measurement, 2 cores): 48 Amazon analyzer prompts in shortest-first groups of 8
+    (7.5% padding) 651 padded against 688 a row at a time; 48 single-call prompts 597 against 669; 6 rows of
+    1,100-2,600 tokens (39% padding) 267 against 598. A row's products then have its own length in rows, so its
+    numbers match the padded pass's up to float rounding. A model whose cache cannot be left-padded
+    (sliding-window layers) keeps the padded pass.
+    """
+    padded = not bool(attention_mask.all())
+    cache = growing_cache(model.config)
+    if not padded or cache is None:
+        positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
+        cache = cache or DynamicCache(config=model.config)
+        out = model(input_ids=input_ids, attention_mask=attention_mask if padded else None, position_ids=positions,
+                    cache=cache, use_cache=True, logits_to_keep=1)
+        return cache, out.logits[:, -1].to(dtype=torch.float32)
+    rows, width = input_ids.shape
+    logits = []
+    for slot, (ids, mask) in enumerate(zip(input_ids, attention_mask, strict=True)):
+        length = int(mask.sum())
+        row_cache = growing_cache(model.config)
+        out = model(input_ids=ids[None, width - length:], position_ids=torch.arange(length, device=ids.device)[None],
+                    cache=row_cache, use_cache=True, logits_to_keep=1)
+        logits.append(out.logits[:, -1].to(dtype=torch.float32))
+        for layer, alone in zip(cache.layers, row_cache.layers, strict=True):
+            keys, values = alone.cached()
+            if not layer.is_initialized:  # zeros where the rows are padded (masked in every later step)
+                shape = (rows, keys.shape[1], width, keys.shape[3])
+                layer.device, layer.is_initialized = keys.device, True
+                layer.replace(keys.new_zeros(shape), values.new_zeros(shape))
+            layer.keys[slot, :, width - length:] = keys[0]
+            layer.values[slot, :, width - length:] = values[0]
+    return cache, torch.cat(logits)
 
 
 def distinct_rows(input_ids: torch.Tensor) -> tuple[list[int], list[int]]:
@@ -180,12 +218,9 @@ class DecodeBatch:
         positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
         firsts, owner = distinct_rows(input_ids)
         distinct = torch.tensor(firsts, device=input_ids.device)
-        cache = growing_cache(self.model.config) or DynamicCache(config=self.model.config)
-        out = self.model(input_ids=input_ids[distinct], attention_mask=attention_mask[distinct] if padded else None,
-                         position_ids=positions[distinct], cache=cache, use_cache=True, logits_to_keep=1)
+        cache, logits = prefill(self.model, input_ids[distinct], attention_mask[distinct])
         expand = torch.tensor(owner, device=input_ids.device)
-        logits = out.logits[:, -1].to(dtype=torch.float32)[expand]
-        del out
+        logits = logits[expand]
         if len(firsts) < len(rows):
             cache.batch_select_indices(expand)  # every sample of a prompt starts from its one prefill
         if not self.rows:
