@@ -6,6 +6,7 @@ effect of importing a library module. Each is a default: a value the user export
 from __future__ import annotations
 
 import os
+import warnings
 
 from optimas_cli.lm.paths import cache_root
 
@@ -19,3 +20,7 @@ def prepare_process() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # TextGrad chooses its log folder when it is imported; keep it with our other caches.
     os.environ.setdefault("TEXTGRAD_LOG_DIR", str(cache_root() / "textgrad-logs"))
+    # peft and trl 1.16 call transformers 5's renamed gradient_checkpointing_* methods by their old names when they
+    # wrap a model and around every GRPO generation: three FutureWarnings a training step, and one per adapter the
+    # embedded model loads, in the run's stderr, none of them about this code or the user's.
+    warnings.filterwarnings("ignore", message=r"`(is_)?gradient_checkpointing\w*` is deprecated", category=FutureWarning)
