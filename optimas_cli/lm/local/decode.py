@@ -64,6 +64,7 @@ class GrowingLayer(DynamicLayer):
 
     def replace(self, keys: torch.Tensor, values: torch.Tensor) -> None:
         self.keys, self.values, self.length = keys, values, keys.shape[-2]
+        self.device, self.is_initialized = keys.device, True
 
     def get_seq_length(self) -> int:
         return self.length
@@ -153,7 +154,7 @@ def prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tup
     logits = []
     for slot, (ids, mask) in enumerate(zip(input_ids, attention_mask, strict=True)):
         length = int(mask.sum())
-        row_cache = growing_cache(model.config)
+        row_cache = Cache(layers=[GrowingLayer() for _ in cache.layers])
         out = model(input_ids=ids[None, width - length:], position_ids=torch.arange(length, device=ids.device)[None],
                     cache=row_cache, use_cache=True, logits_to_keep=1)
         logits.append(out.logits[:, -1].to(dtype=torch.float32))
@@ -161,7 +162,6 @@ def prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tup
             keys, values = alone.cached()
             if not layer.is_initialized:  # zeros where the rows are padded (masked in every later step)
                 shape = (rows, keys.shape[1], width, keys.shape[3])
-                layer.device, layer.is_initialized = keys.device, True
                 layer.replace(keys.new_zeros(shape), values.new_zeros(shape))
             layer.keys[slot, :, width - length:] = keys[0]
             layer.values[slot, :, width - length:] = values[0]
