@@ -122,9 +122,11 @@ def train_adapter(
     from peft import LoraConfig, PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.trainer_callback import PrinterCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     from optimas_cli.lm.local.decode import with_growing_cache
+    from optimas_cli.lm.local.onednn import use_onednn_linears
+    from optimas_cli.optim.shared_prompt import SharedPromptGRPOTrainer
 
     num_generations = cfg.num_generations
     batch = cfg.prompts_per_step * num_generations
@@ -133,6 +135,7 @@ def train_adapter(
 
     tokenizer = AutoTokenizer.from_pretrained(base_model_path, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
+    use_onednn_linears(model)  # sampling the completions; the loss's products need gradients and keep F.linear
     peft_config = None
     if parent_adapter:
         model = PeftModel.from_pretrained(model, parent_adapter, is_trainable=True)
@@ -178,7 +181,7 @@ def train_adapter(
         seed=seed,
         data_seed=seed,
     )
-    trainer = GRPOTrainer(
+    trainer = SharedPromptGRPOTrainer(
         model=model,
         reward_funcs=local_reward,
         args=args,

@@ -28,6 +28,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.lm.adapters import adapter_fingerprint, adapter_folder
 from optimas_cli.lm.local.clock import ENGINE, EngineTotals
 from optimas_cli.lm.local.decode import DecodeBatch, Row
+from optimas_cli.lm.local.onednn import use_onednn_linears
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class LocalModel:
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(self.folder, dtype=dtype).to(self.device).eval()
+        use_onednn_linears(self.model)
         self.chat_template = bool(self.tokenizer.chat_template)
         # A fast tokenizer keeps its padding setting in shared state that every call rewrites: the provider
         # counts prompt tokens on the client's threads while the batcher encodes a padded batch, and an
