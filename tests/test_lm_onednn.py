@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from optimas_cli.lm.local.onednn import available, onednn_linear, use_onednn_linears
+from optimas_cli.lm.local.onednn import available, onednn_linear, padded_rows, use_onednn_linears
 
 pytestmark = pytest.mark.skipif(not available(), reason="this torch has no oneDNN linear")
 
@@ -51,3 +51,8 @@ def test_a_model_is_routed_only_where_it_is_float32_and_gives_the_same_outputs()
     with torch.no_grad():
         torch.testing.assert_close(model[:3](x), before.detach(), rtol=1e-5, atol=1e-5)
     assert "forward" not in vars(model[3])  # the bfloat16 layer keeps its own forward
+
+
+def test_products_are_padded_to_few_shapes():
+    assert [padded_rows(n) for n in (1, 2, 8, 9, 64, 65, 128, 129)] == [8, 8, 8, 16, 64, 128, 128, 192]
+    assert len({padded_rows(n) for n in range(1, 4097)}) == 8 + 63  # oneDNN builds a kernel per shape

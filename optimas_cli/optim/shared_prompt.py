@@ -34,8 +34,8 @@ class SharedPromptGRPOTrainer(GRPOTrainer):
 def streams_supported(model) -> bool:
     """A custom 4D mask replaces the model's own masking, so a model with sliding-window layers (whose window
     the mask would drop) keeps trl's rows."""
-    config = model.get_base_model().config if hasattr(model, "get_base_model") else model.config
-    return growing_cache(config) is not None
+    config = getattr(model.get_base_model() if hasattr(model, "get_base_model") else model, "config", None)
+    return config is not None and growing_cache(config) is not None
 
 
 def prompt_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> list[list[int]]:
