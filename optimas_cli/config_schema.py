@@ -48,7 +48,8 @@ FRACTION = Number(above=0, at_most=1)
 RATE = Number(above=0)  # learning rates and sampling temperatures that must move something
 LORA = Node({"r": Integer(1), "alpha": Integer(1)})  # what optim/node_policies.py reads of method.lora
 
-TOP = {"proposer": PROPOSERS}  # the run's keys outside the groups that others interpolate
+# The run's keys outside the groups (that others interpolate, or that the flows read)
+TOP = {"proposer": PROPOSERS, "paired_noise": OneOf("shared", "independent")}  # system/context.py PAIRED_NOISE
 
 LM = Node({
     "model": Text(),
@@ -253,6 +254,7 @@ PIPELINES = {  # each build()'s own parameters (a pipeline takes no key its buil
         "options": Integer(2, 128), "input_types": Integer(1),
         "noise": Number(0, 1), "coupling": Number(0, 1),
         "interaction": OneOf("none", "on"),  # synthetic/spec.py INTERACTIONS
+        "metric": OneOf("mean", "sink"),  # synthetic/spec.py METRICS
         "marks": Integer(1), "instance": Integer(0),
     },
     "pipelines.toys.hint.build": {},

@@ -143,7 +143,7 @@ def test_enumerations_match_the_code_that_reads_them():
     from optimas_cli.optim.rollouts import SAMPLING
     from optimas_cli.optim.settings import ChoiceSettings, WeightsSettings
     from pipelines.hotpotqa.system import RETRIEVERS
-    from pipelines.synthetic.spec import INTERACTIONS, SHAPES
+    from pipelines.synthetic.spec import INTERACTIONS, METRICS, SHAPES
 
     methods = schema.METHODS
     assert set(schema.DTYPE.choices) == {"auto", *DTYPES}
@@ -154,6 +154,7 @@ def test_enumerations_match_the_code_that_reads_them():
     assert set(schema.PIPELINES["pipelines.hotpotqa.build"]["retriever"].choices) == set(RETRIEVERS)
     assert set(schema.PIPELINES["pipelines.synthetic.system.build"]["shape"].choices) == set(SHAPES)
     assert set(schema.PIPELINES["pipelines.synthetic.system.build"]["interaction"].choices) == set(INTERACTIONS)
+    assert set(schema.PIPELINES["pipelines.synthetic.system.build"]["metric"].choices) == set(METRICS)
     assert set(methods["optimas_cli.methods.optimas.Optimas"]["adaptation"].choices) == set(ADAPTATION_MODES)
     assert set(schema.LRF["collect"]["choices"].choices) == set(CHOICE_MODES)
     assert set(schema.LRF["train"]) == {f.name for f in inspect.signature(TrainConfig).parameters.values()}

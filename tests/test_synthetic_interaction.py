@@ -3,8 +3,8 @@
 The elimination optimum is checked against brute force on small instances (both modes, every shape,
 global and per-type components); interaction=on must really make a component's best value depend on
 its parent's value and on the input type, and defeat a single coordinate sweep on some instance; the
-oracle's scores must equal the exact expected reward of each output; an Optimas run on a 128-option
-instance with lrf=oracle must run end to end without collecting or training anything.
+oracle's scores must equal the exact expected reward of each output (metric mean and sink); an Optimas
+run on a 128-option instance with lrf=oracle must run end to end without collecting or training anything.
 """
 from __future__ import annotations
 
@@ -115,11 +115,12 @@ def ctx_for(pipe, **changes) -> RunContext:
     return RunContext(ledger=RunLedger(len(pipe.system))).replace(**changes)
 
 
+@pytest.mark.parametrize("metric", ["mean", "sink"])
 @pytest.mark.parametrize("interaction", ["none", "on"])
 @pytest.mark.parametrize("kinds", ["mix", "route"])
-def test_the_oracle_scores_each_output_by_its_exact_expected_reward(interaction, kinds):
+def test_the_oracle_scores_each_output_by_its_exact_expected_reward(interaction, kinds, metric):
     pipe = build(components=4, kinds=kinds, options=4, input_types=3, instance=3, interaction=interaction,
-                 test_size=30)
+                 metric=metric, test_size=30)
     inst, system = pipe.instance, pipe.system
     config = system.default_config()
     for spec in inst.components:  # every router downstream picks per input by the oracle
@@ -144,10 +145,13 @@ def test_the_oracle_scores_each_output_by_its_exact_expected_reward(interaction,
                                                t, observed)
                          for picks in itertools.product(*[s.values for s in free])) for v in spec.values]
             assert scores == pytest.approx(brute, abs=1e-12)
-    # routing by the oracle under the optimal global values reaches the optimum exactly
-    best = system.default_config()
-    for n, v in exact.optimal_config(inst).items():
-        best = best.replace(n, v)
+    # routing by the oracle under the optimal global values reaches the optimum exactly (those on these rows:
+    # under interaction=on they depend on the rows' type shares, which optimal_config takes as uniform)
+    best, values = system.default_config(), exact.best_values(inst, pipe.splits.test)
+    for spec in inst.components:
+        value = values[spec.name]
+        best = best.replace(spec.name, dict(LRF_ROUTE) if spec.kind == "route" else
+                            instruction(value) if spec.kind == "prompt" else value)
     oracle.observe([], best)
     routed = system.run(pipe.splits.test, best, ctx_for(pipe, lrf=oracle))
     assert exact.expected_of_run(inst, pipe.splits.test, [t.steps for t in routed]) == pytest.approx(

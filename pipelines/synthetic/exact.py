@@ -3,18 +3,23 @@
 E[y_k(x)] follows from spec.Instance.share applied to the parents' expected shares: a component's marks
 are drawn with E[solid share] = y given its inputs (components.py), and y is linear in the parents'
 shares once every value is fixed. The expected reward of an example is the mean of E[y_k] over the K
-components. A router's `{"route": "lrf"}` picks per input from the outputs it sees, so its picks are
-read from a run (`expected_of_run`): the expectation is then exact given them.
+components (metric=mean), or E[y_K-1] of the last component, the sink, alone (metric=sink). A router's
+`{"route": "lrf"}` picks per input from the outputs it sees, so its picks are read from a run
+(`expected_of_run`): the expectation is then exact given them.
 
 The optimum. interaction=none: every component at its best value, per input type for a router
-(spec.py: the reward rises with every q). interaction=on: the sum of E[y_k] over the components
-equals sum_k W_k * own_k, where own_k is the first term of spec.py's y_k (its own quality times its
-fit with its parents' values) and W_k = 1 + sum over children j of coupling / |parents of j| * W_j
-(unroll the linear recursion), so the expected reward is a sum of terms over single components and
-parent-child pairs. `solve` maximizes it exactly by variable elimination (max-sum): one variable per
-prompt or global choice (shared by every input type), one per router and input type (a router may pick
-per input, and its input names the type and its parents' values). A chain or a stack of diamonds stays
-small; a tree of routers whose neighbours are global components may not (it refuses one-line then).
+(spec.py: the reward is a polynomial with nonnegative coefficients in the q's, so it rises with every
+q; under metric=sink those of the sink and the components feeding it, and the others' q's do not occur
+in it, so their best values are as good as any). interaction=on: the sum of E[y_k] over the components
+the metric counts (every one, or the sink) equals sum_k W_k * own_k, where own_k is the first term of
+spec.py's y_k (its own quality times its fit with its parents' values) and
+W_k = [the metric counts k] + sum over children j of coupling / |parents of j| * W_j (unroll the linear
+recursion), so the expected reward (that sum over K under mean) is a sum of terms over single
+components and parent-child pairs. `solve` maximizes it exactly by variable elimination (max-sum): one
+variable per prompt or global choice (shared by every input type), one per router and input type (a
+router may pick per input, and its input names the type and its parents' values). A chain or a stack of
+diamonds stays small; a tree of routers whose neighbours are global components may not (it refuses
+one-line then).
 """
 from __future__ import annotations
 
@@ -65,7 +70,7 @@ def expected_reward(instance: Instance, names: Mapping[str, str], t: int,
             continue
         parents = [(names[instance.components[p].name], shares[p]) for p in spec.parents]
         shares.append(instance.share(spec, names[spec.name], t, parents))
-    return statistics.fmean(shares)
+    return shares[-1] if instance.metric == "sink" else statistics.fmean(shares)
 
 
 def type_index(instance: Instance, example: dict) -> int:
@@ -167,7 +172,8 @@ def type_weights(instance: Instance, examples: Sequence[dict] | None) -> dict[in
 
 
 def best_values(instance: Instance, examples: Sequence[dict] | None = None) -> dict:
-    """The values of the optimum on `examples`: a global component's value, a router's value per input type."""
+    """The values of the optimum on `examples`: a global component's value, a router's value per input type
+    (metric=sink: those of the components that do not feed the sink are arbitrary, as any value is)."""
     weights = type_weights(instance, examples)
     if instance.interaction == "on":
         return solve(instance, weights, {}, per_type={s.name for s in instance.components if s.kind == "route"})[1]
@@ -200,8 +206,10 @@ def optimum_score(instance: Instance, examples: Sequence[dict]) -> float:
 
 
 def downstream_weights(instance: Instance) -> list[float]:
-    """W_k = 1 + sum over children j of coupling / |parents of j| * W_j (module docstring)."""
-    weights = [1.0] * len(instance.components)
+    """W_k = [the metric counts k] + sum over children j of coupling / |parents of j| * W_j (module
+    docstring): every component counts under metric=mean, the sink (the last) alone under sink."""
+    last = len(instance.components) - 1
+    weights = [1.0 if instance.metric == "mean" or k == last else 0.0 for k in range(last + 1)]
     for spec in reversed(instance.components):
         for p in spec.parents:
             weights[p] += instance.coupling / len(spec.parents) * weights[spec.index]
@@ -214,7 +222,8 @@ def solve(instance: Instance, weights: Mapping[int, float], fixed: Mapping[str, 
     may take one value per input type) of sum_t weights[t] * E[reward | type t]; (that maximum, the
     values: name -> value, or name -> {t: value} for a per-type component). Terms between fixed
     components alone are left out (they change no argmax): with `fixed`, the maximum lacks them."""
-    specs, c, n = instance.components, instance.coupling, len(instance.components)
+    specs, c = instance.components, instance.coupling
+    n = len(specs) if instance.metric == "mean" else 1  # the reward divides the weighted sum by n
     big_w = downstream_weights(instance)
 
     def var(spec: ComponentSpec, t: int):
@@ -227,6 +236,10 @@ def solve(instance: Instance, weights: Mapping[int, float], fixed: Mapping[str, 
             touching = [var(spec, t), *(var(specs[p], t) for p in spec.parents)]
             if all(v is None for v in touching):
                 continue
+            if var(spec, t) is not None:
+                domains[var(spec, t)] = spec.values
+            if not big_w[spec.index]:  # metric=sink: k does not feed the sink; no factor keeps tables small
+                continue
             own = np.array([spec.q(fixed[spec.name], t)]) if spec.name in fixed else spec.quality_table[:, t]
             scale = w * big_w[spec.index] / n
             if not spec.parents:
@@ -234,8 +247,6 @@ def solve(instance: Instance, weights: Mapping[int, float], fixed: Mapping[str, 
             for i, p in enumerate(spec.parents):
                 table = scale * (1 - c) / len(spec.parents) * fit_table(spec, i, specs[p], fixed) * own[None, :]
                 factors.append(scoped([var(specs[p], t), var(spec, t)], table))
-            if var(spec, t) is not None:
-                domains[var(spec, t)] = spec.values
     score, assignment = max_sum(factors, {v: len(d) for v, d in domains.items()})
     best: dict = {}
     for (name, t), i in assignment.items():
@@ -320,7 +331,8 @@ class LocalRewardOracle:
     its own value from y, and the rest follows the expected recursion. The draft's own marks are noise
     about the value it names, so two outputs of the same value score alike (what the benchmark's
     expected score credits). Components that neither feed k nor read from it add the same amount to
-    every output of k on x: the ranking of k's outputs is that of the exact expected reward."""
+    every output of k on x (metric=sink: nothing, and every output of a k that does not feed the sink
+    scores alike): the ranking of k's outputs is that of the exact expected reward."""
 
     def __init__(self, instance: Instance):
         self.instance = instance

@@ -25,6 +25,16 @@ Sources (no parents) write y_k = q_k(v, t) in both modes. The propagation coeffi
 the number of parents) does not depend on any value, so the expected reward is a weighted sum of
 terms over single components and parent-child pairs (exact.py solves it exactly by elimination).
 
+The reward of an example (metric): `mean` (the default), the mean of the K drafts' solid shares;
+`sink`, the solid share of the last draft alone: component K-1, the highest index. Parents come before
+their children, so no component reads K-1: it is a sink of every shape. In a chain it is the only sink
+and every component feeds it. In a tree (an out-tree) it is the last leaf, and only its ancestors (the
+path k -> (k-1)//2 up to the root) feed it: every component off that path, every other leaf included,
+does not affect the reward at all. In a stack of diamonds it is the last join (K = 1 mod 3) or a branch
+of the last diamond; when K is a multiple of 3, its sibling branch K-2 does not affect the reward. Real
+pipelines (HotpotQA, Amazon, PubMedQA) score only their final output; under `mean` every component's
+own share is in the reward, which makes local credit unusually easy.
+
 Values: up to 8 named strategies or options; beyond 8 (up to 128) the pool adds generated names
 ("approach-009", "model-009", ...), drawn per instance like the named ones. The interaction tables
 come from a random stream of their own, so interaction=none instances are unchanged by them.
@@ -49,6 +59,7 @@ MAX_OPTIONS = 128
 STRATEGY_POOL = STRATEGIES + tuple(f"approach-{i:03d}" for i in range(len(STRATEGIES) + 1, MAX_OPTIONS + 1))
 OPTION_POOL = OPTIONS + tuple(f"model-{i:03d}" for i in range(len(OPTIONS) + 1, MAX_OPTIONS + 1))
 INTERACTIONS = ("none", "on")
+METRICS = ("mean", "sink")  # the reward: every draft's mean solid share, or the last draft's (docstring)
 UNGUIDED = "unguided"  # what a prompt component does under an instruction naming no strategy it knows
 BEST_QUALITY = 0.95
 OTHER_QUALITY = (0.35, 0.8)  # every other value's quality is drawn uniformly from this range
@@ -102,6 +113,7 @@ class Instance:
     noise: float
     marks: int
     interaction: str = "none"
+    metric: str = "mean"  # METRICS: which drafts the reward of an example reads
 
     def share(self, spec: ComponentSpec, value: str, type_index: int, parents: list[tuple[str, float]]) -> float:
         """y_k: the expected solid share of `spec` under `value` on input type `type_index`, given each
@@ -136,7 +148,7 @@ def kind_of(kinds: str, k: int) -> str:
 
 def draw_instance(components: int = 10, shape: str = "chain", kinds: str = "mix", options: int = 4,
                   input_types: int = 3, noise: float = 0.5, coupling: float = 0.5, marks: int = 8,
-                  instance: int = 0, interaction: str = "none") -> Instance:
+                  instance: int = 0, interaction: str = "none", metric: str = "mean") -> Instance:
     if not 2 <= int(components) <= 50:
         raise UserError(f"pipeline.components={components}", "use 2 to 50 components")
     if shape not in SHAPES or kinds not in KINDS:
@@ -147,6 +159,8 @@ def draw_instance(components: int = 10, shape: str = "chain", kinds: str = "mix"
                         f"options 2 to {MAX_OPTIONS}, input_types 1 to {len(TYPES)}")
     if interaction not in INTERACTIONS:
         raise UserError(f"pipeline.interaction={interaction}", f"use one of {', '.join(INTERACTIONS)}")
+    if metric not in METRICS:
+        raise UserError(f"pipeline.metric={metric}", f"use one of {', '.join(METRICS)}")
     if not (0 <= noise <= 1 and 0 <= coupling <= 1 and 1 <= marks <= 64):
         raise UserError(f"pipeline.noise={noise}, coupling={coupling}, marks={marks}",
                         "noise and coupling lie in [0, 1]; marks 1 to 64")
@@ -171,7 +185,7 @@ def draw_instance(components: int = 10, shape: str = "chain", kinds: str = "mix"
                                    leaderboard))
     if interaction == "on":
         specs = with_interaction(specs, len(types), np.random.default_rng([int(instance), 27, 44]))
-    return Instance(tuple(specs), types, float(coupling), float(noise), int(marks), interaction)
+    return Instance(tuple(specs), types, float(coupling), float(noise), int(marks), interaction, metric)
 
 
 def per_type_quality(rng: np.random.Generator, values: tuple[str, ...], n_types: int) -> dict:

@@ -26,22 +26,27 @@ MAX_SPLIT = 999  # request numbers are unique across splits (1000 per split)
 
 def build(data_dir=None, components: int = 10, shape: str = "chain", kinds: str = "mix", options: int = 4,
           input_types: int = 3, noise: float = 0.5, coupling: float = 0.5, marks: int = 8, instance: int = 0,
-          interaction: str = "none", train_size: int = 200, val_size: int = 100, test_size: int = 200,
-          **_) -> Pipeline:
+          interaction: str = "none", metric: str = "mean", train_size: int = 200, val_size: int = 100,
+          test_size: int = 200, **_) -> Pipeline:
     if max(train_size, val_size, test_size) > MAX_SPLIT:
         raise UserError(f"pipeline split sizes {train_size}/{val_size}/{test_size}", f"use at most {MAX_SPLIT} per split")
-    inst = draw_instance(components, shape, kinds, options, input_types, noise, coupling, marks, instance, interaction)
+    inst = draw_instance(components, shape, kinds, options, input_types, noise, coupling, marks, instance, interaction,
+                         metric)
     comps = [SimulatedComponent(spec, inst, instance) for spec in inst.components]
     fields = tuple(s.field for s in inst.components)
     system = CompoundSystem(comps, inputs=("request",), outputs=fields)
-    # The reward of an example: the mean share of solid marks over every component's draft.
-    metric = Metric("solid_share", lambda ex, out: sum(solid_share(out[f]) for f in fields) / len(fields))
+    # The reward of an example: the mean share of solid marks over every component's draft, or (sink) the
+    # last draft's alone, as a real pipeline scores only its final output (spec.py).
+    if metric == "sink":
+        reward = Metric("solid_share", lambda ex, out: solid_share(out[fields[-1]]))
+    else:
+        reward = Metric("solid_share", lambda ex, out: sum(solid_share(out[f]) for f in fields) / len(fields))
     splits = Splits(examples(inst, train_size, "train", instance), examples(inst, val_size, "val", instance),
                     examples(inst, test_size, "test", instance))
     info = {
         "settings": {"components": components, "shape": shape, "kinds": kinds, "options": options,
                      "input_types": input_types, "noise": noise, "coupling": coupling, "marks": marks,
-                     "instance": instance, "interaction": interaction},
+                     "instance": instance, "interaction": interaction, "metric": metric},
         "kinds": {s.name: s.kind for s in inst.components},
         "optimal_config": exact.optimal_config(inst),
         "per_type_best": exact.per_type_best(inst),
@@ -49,7 +54,7 @@ def build(data_dir=None, components: int = 10, shape: str = "chain", kinds: str 
         "optimum_score": {k: exact.optimum_score(inst, rows) for k, rows in vars(splits).items()},
         "initial_score": {k: exact.expected_score(inst, system.default_config(), rows) for k, rows in vars(splits).items()},
     }
-    pipeline = Pipeline(name="synthetic", system=system, splits=splits, metric=metric, info=info)
+    pipeline = Pipeline(name="synthetic", system=system, splits=splits, metric=reward, info=info)
     pipeline.instance = inst  # for exact.expected_* (scripts/synthetic_benchmark.py, tests)
     pipeline.local_reward_oracle = exact.LocalRewardOracle(inst)  # optimas_cli/lrf/oracle.py
     return pipeline
