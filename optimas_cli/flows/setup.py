@@ -163,7 +163,8 @@ def budget_splits(pipeline: Pipeline, budget: Budget) -> Splits:
 
 def build_context(cfg: DictConfig, pipeline: Pipeline, folder: RunFolder) -> RunContext:
     """A fresh context, or, in a resumed run folder, one that goes on counting from its last checkpoint."""
-    ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=LazyLM(cfg.lm), seed=int(cfg.seed))
+    ctx = RunContext(ledger=RunLedger(len(pipeline.system)), lm=LazyLM(cfg.lm), seed=int(cfg.seed),
+                     paired_noise=cfg.get("paired_noise", "independent") == "shared")  # runs before it: independent
     checkpointed_at = folder.restore_accounts(ctx)
     if checkpointed_at is None:
         # No checkpoint yet (a run killed or failed early, or a method that never checkpoints): every call

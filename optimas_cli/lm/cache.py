@@ -65,6 +65,7 @@ def call_key(
     api_base: str | None = None,
     diverse_beam: tuple[int, float] | None = None,  # (groups, diversity penalty) of a diverse beam search
     precision: str | None = None,  # the dtype a local model generates in
+    noise_key: str | None = None,  # a sample's shared-noise key (lm/sampling.py)
 ) -> str:
     """The cache key of one sample. Greedy decoding is deterministic, so at temperature 0 the seed and
     sample position do not enter the key and every sample of the same call is the same row. The
@@ -81,6 +82,8 @@ def call_key(
         "seed": seed if sampled else None,
         "sample": [sample_index, sample_offset, SEEDING_VERSION] if sampled else None,
     }
+    if sampled and noise_key is not None:  # a shared-noise sample is its own row; no other key changes
+        fields["noise"] = noise_key
     if diverse_beam is not None:  # only then: every other key stays what it was
         fields["diverse_beam"] = [int(diverse_beam[0]), float(diverse_beam[1]), sample_offset]
     if precision not in (None, "float32"):  # float32 keys are those of the runs before precision entered the key

@@ -54,6 +54,7 @@ class _Call:
     key: str
     n: int = 1  # samples of the request
     diversity_penalty: float | None = None  # set: the n samples are one diverse beam search's groups
+    noise_key: str | None = None  # set: the sample's noise is keyed by it, not by the messages
 
     @property
     def batch_group(self) -> tuple:
@@ -184,8 +185,8 @@ class LMClient:
                 index, offset, model, request.messages, temperature, max_tokens, stop, request.seed,
                 request.sample_index, request.adapter,
                 call_key(model, request.messages, temperature, max_tokens, list(stop), request.seed,
-                         request.sample_index, offset, fingerprint, api_base, beam, precision),
-                request.n, None if diverse is None else float(diverse),
+                         request.sample_index, offset, fingerprint, api_base, beam, precision, request.noise_key),
+                request.n, None if diverse is None else float(diverse), request.noise_key,
             )
             for offset in range(request.n)
         ]
@@ -287,11 +288,13 @@ class LMClient:
                 "adapter": call.adapter,
                 "cache_dir": str(self.cache_dir),  # where the provider finds (or converts) the model
                 "diversity_penalty": call.diversity_penalty,
+                "noise_key": call.noise_key,
             }
         else:
             if call.temperature > 0 and call.seed is not None:
                 # APIs take one integer seed (best effort): derive a distinct one for each sample.
-                kwargs["seed"] = sample_seed(call.seed, call.messages, call.sample_index, call.offset) % (2**31)
+                kwargs["seed"] = sample_seed(call.seed, call.messages, call.sample_index, call.offset,
+                                             call.noise_key) % (2**31)
             if self.api_base:
                 kwargs["api_base"] = self.api_base
             if self.api_key_env and os.environ.get(self.api_key_env):

@@ -20,6 +20,9 @@ class LMRequest:
     # Set: the n completions are the n groups of one diverse beam search with this Hamming penalty
     # (local models only), not n samples; temperature is then ignored.
     diversity_penalty: float | None = None
+    # Set at temperature > 0: the sample's random stream is keyed by this instead of the messages, so
+    # requests with one key share their noise (paired comparisons: lm/sampling.py).
+    noise_key: str | None = None
 
 
 @dataclass

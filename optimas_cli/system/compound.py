@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,6 +30,12 @@ class Trajectory:
 
     def final(self, output_fields: Sequence[str]) -> dict:
         return {f: self.state.get(f) for f in output_fields}
+
+
+def example_key(example: dict) -> str:
+    """A stable name for an example: what its shared noise is keyed by (RunContext.paired_noise)."""
+    text = json.dumps(example, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class CompoundSystem:
@@ -202,7 +210,9 @@ class CompoundSystem:
                     active.append((t, inputs))
             if not active:
                 continue
-            outputs = comp.execute([x for _, x in active], config[name], ctx)
+            rows = tuple(example_key(t.example) for t, _ in active) if ctx.shares_noise() else None
+            outputs = comp.execute([x for _, x in active], config[name],
+                                   ctx.replace(noise_rows=rows) if rows or ctx.noise_rows else ctx)
             ctx.ledger.record(name, len(active), ctx.phase, values_run=comp.values_per_input(config[name]),
                               charged=ctx.charged)
             for (t, inputs), out in zip(active, outputs, strict=True):

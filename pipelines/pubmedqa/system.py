@@ -94,7 +94,8 @@ def complete_per_model(
     texts: list[str] = [""] * len(messages)
     for model in dict.fromkeys(models):
         where = [i for i, m in enumerate(models) if m == model]
-        for i, text in zip(where, ctx.complete(component, [messages[i] for i in where], model=model, **request),
+        for i, text in zip(where, ctx.complete(component, [messages[i] for i in where], rows=where, model=model,
+                                                 **request),
                            strict=True):
             texts[i] = text
     return texts

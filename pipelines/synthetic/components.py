@@ -9,7 +9,10 @@ y * marks rounded up or down). Either way E[solid share] = y_k(x) exactly, which
 The draws are a hash of the component, its inputs and its value, like a greedy LM's output: fixed per
 input. Sampled (temperature > 0, lrf.collect's candidates) they are keyed by the run seed, the
 sample index and the temperature too, as lm/sampling.py keys an LM sample, and the noise share rises
-to at least the temperature (capped at 1): a sampled output varies more, as an LM's does.
+to at least the temperature (capped at 1): a sampled output varies more, as an LM's does. Under shared
+noise (RunContext.paired_noise) the example's name replaces the inputs and value in the hash, as the
+request leaves an LM sample's key: two configurations then draw the same uniforms on one example, so
+their marks differ only where their y_k differ (common random numbers).
 """
 from __future__ import annotations
 
@@ -90,12 +93,14 @@ class SimulatedComponent(Component):
         sampled = [ctx.seed, ctx.sample_index, temperature] if temperature > 0 else None
         noise = max(self.instance.noise, min(1.0, temperature)) if sampled else self.instance.noise
         n = self.instance.marks
+        rows = ctx.noise_rows or [None] * len(inputs)
         out = []
-        for x in inputs:
+        for x, row in zip(inputs, rows, strict=True):
             type_name = type_of(x["request"])
             received = [(named_value(x[f] or ""), solid_share(x[f])) for f in self.inputs[1:]]
             y = self.instance.share(self.spec, name, self.type_index[type_name], received)
-            key = json.dumps([self.instance_seed, self.name, x, value, sampled], sort_keys=True, default=str)
+            drawn_from = [x, value] if row is None else ["shared", row]
+            key = json.dumps([self.instance_seed, self.name, *drawn_from, sampled], sort_keys=True, default=str)
             u = uniforms(key, 2 * n + 1)
             offset, marks = u[0], []
             for i in range(n):

@@ -13,6 +13,7 @@ Extra request fields (besides temperature, max_tokens, stop, seed, n) travel in 
   cache_dir     where shipped models are converted (default: $OPTIMAS_CACHE_DIR or ~/.cache/optimas)
   diversity_penalty  when set, the n completions come from one diverse beam search with n groups
                 (Hamming penalty of this strength between groups) instead of n samples
+  noise_key     when set, keys the random stream instead of the messages (shared noise: lm/sampling.py)
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ from optimas_cli.lm.sampling import sample_seed
 
 log = logging.getLogger(__name__)
 
-_EXTRA_FIELDS = ("adapter", "sample_index", "sample_offset", "batch_hint", "cache_dir", "diversity_penalty")
+_EXTRA_FIELDS = ("adapter", "sample_index", "sample_offset", "batch_hint", "cache_dir", "diversity_penalty",
+                 "noise_key")
 # OpenAI's default when a caller leaves temperature out; our client always sends one.
 _DEFAULT_TEMPERATURE = 1.0
 _DEFAULT_MAX_TOKENS = 256
@@ -163,6 +165,7 @@ class LocalProvider(CustomLLM):
         sample_index = int(extra.get("sample_index") or 0)
         offset = int(extra.get("sample_offset") or 0)
         adapter = extra.get("adapter")
+        noise_key = extra.get("noise_key")
 
         local_model = self.model(name, extra.get("cache_dir"))
         prompt = local_model.render(messages)
@@ -178,7 +181,7 @@ class LocalProvider(CustomLLM):
                 [generations] = self._batchers[local_model.folder].submit(key, [(prompt, decoding, 0, adapter)],
                                                                           expected=hint, costs=[cost * n])
             else:
-                items = [(prompt, decoding, sample_seed(seed, messages, sample_index, offset + k), adapter)
+                items = [(prompt, decoding, sample_seed(seed, messages, sample_index, offset + k, noise_key), adapter)
                          for k in range(n)]
                 generations = self._batchers[local_model.folder].submit(key, items, expected=hint * n,
                                                                         costs=[cost] * n)
