@@ -15,6 +15,7 @@ from optimas_cli.errors import LMCallFailed, UserError
 from optimas_cli.flows.resume import ORIGINAL_CONFIG
 from optimas_cli.flows.validate import check_values
 from optimas_cli.interrupts import SIGTERM_EXIT, Terminated, sigterm_as_interrupt
+from optimas_cli.provenance import code_record
 from optimas_cli.stats import Interval, mean_ci
 from optimas_cli.system.caps import BudgetExhausted
 from optimas_cli.system.run_folder import RunFolder, disk_full_error, is_disk_full
@@ -29,6 +30,7 @@ errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def task_flow(task: str):
+    code_record()  # read before the work: a checkout edited or switched during a long run is not what it ran
     if task == "run":
         from optimas_cli.flows.run import run
 

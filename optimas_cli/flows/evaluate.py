@@ -13,6 +13,7 @@ from optimas_cli.errors import DataError, UserError
 from optimas_cli.flows.run import ledger_summary, parse_failures, trace_sink
 from optimas_cli.flows.setup import build_budget, build_context, build_pipeline, resolved, seed_everything
 from optimas_cli.lrf.stage import LRF_DIR
+from optimas_cli.provenance import code_record
 from optimas_cli.system import LRF_ROUTE, Pipeline, SystemConfig, route_of
 from optimas_cli.system.evaluate import evaluate
 from optimas_cli.system.run_folder import RunFolder, adapters_found_in
@@ -44,6 +45,7 @@ def evaluate_config(cfg: DictConfig, folder: RunFolder, console: Console) -> dic
         "evaluated_config": config.to_dict(),
         "parse_failures": parse_failures(pipeline, ctx),
         "ledger": ledger_summary(ctx, cfg),
+        "code": code_record(),
         "config": resolved(cfg),
     }
     folder.write_json("results.json", results)

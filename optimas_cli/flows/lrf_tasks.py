@@ -23,6 +23,7 @@ from optimas_cli.flows.setup import (
 )
 from optimas_cli.lrf.oracle import is_oracle
 from optimas_cli.lrf.stage import collect_initial_pairs, make_buffer, train_initial_lrf
+from optimas_cli.provenance import code_record
 from optimas_cli.system.run_folder import RunFolder
 
 
@@ -54,6 +55,7 @@ def _results(cfg, pipeline, ctx, pairs, task: str) -> dict:
         "metric": pipeline.metric.name,
         "pairs": dict(Counter(p.component for p in pairs)),
         "ledger": ledger_summary(ctx, cfg),
+        "code": code_record(),
         "config": resolved(cfg),
     }
 

@@ -19,6 +19,7 @@ from optimas_cli.flows.setup import (
     seed_everything,
 )
 from optimas_cli.methods.base import Method, MethodOutcome
+from optimas_cli.provenance import code_record
 from optimas_cli.stats import mde_summary, paired_ci
 from optimas_cli.system.caps import BudgetExhausted
 from optimas_cli.system.component import ConfigKind
@@ -91,6 +92,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
         "models": models,  # what each LM component calls (ledger.lm.by_model: the calls it made, per model)
         "parse_failures": parse_failures(pipeline, ctx),
         **outcome.extras,
+        "code": code_record(),
         "config": resolved(cfg),
     })
     folder.write_json("results.json", results)

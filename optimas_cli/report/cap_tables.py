@@ -12,7 +12,7 @@ def cap_table(runs: list[Run], sources: str) -> Table | None:
     if not rows:
         return None
     table = Table("caps", "Budget caps: what each capped run spent of its cap",
-                  ["Pipeline", "Method", "Run", "Cap", "Limit", "Spent", "Over by"], left=4,
+                  ["Pipeline", "Method", "Run", "Cap", "Limit", "Spent", "Over by"], left=4, runs=[r for r, *_ in rows],
                   csv_headers=["pipeline", "method", "variant", "folder", "cap", "limit", "spent", "over_by",
                                "over_by_pct", "stopped"])
     for run, cap, limit, spent in sorted(rows, key=lambda x: (x[0].pipeline, method_key(x[0].method, x[0].variant),

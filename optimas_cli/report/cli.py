@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from optimas_cli.errors import UserError
+from optimas_cli.provenance import code_label
 from optimas_cli.report import floor_tables, paper_tables, plots, targets
 from optimas_cli.report.cap_tables import cap_table, stopped_lines
 from optimas_cli.report.parse_failures import parse_failure_table
@@ -124,7 +125,7 @@ def duplicates_section(found: RunSet) -> str:
 
 def run_rows(found: RunSet) -> tuple[list[str], list[list]]:
     headers = ["folder", "status", "pipeline", "method", "variant", "test_mean", "test_std", "test_n",
-               "system_runs", "lm_tokens", "reason"]
+               "system_runs", "lm_tokens", "code", "reason"]
     rows = []
     duplicate_of = {d.folder: d.kept for d in found.duplicates}
     for run in found.runs:
@@ -134,6 +135,6 @@ def run_rows(found: RunSet) -> tuple[list[str], list[list]]:
         if run.folder in duplicate_of:
             status = f"duplicate of {duplicate_of[run.folder]}"
         rows.append([str(run.folder), status, run.pipeline, run.method, run.variant, test.get("mean"), test.get("std"),
-                     test.get("n"), ledger.get("runs"), ledger.get("tokens"), ""])
-    rows += [[str(p.folder), "left out", "", "", "", None, None, None, None, None, p.reason] for p in found.problems]
+                     test.get("n"), ledger.get("runs"), ledger.get("tokens"), code_label(run.results.get("code")), ""])
+    rows += [[str(p.folder), "left out", "", "", "", None, None, None, None, None, None, p.reason] for p in found.problems]
     return headers, rows

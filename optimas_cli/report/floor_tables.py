@@ -29,6 +29,7 @@ def floor_table(runs: list[Run], sources: str) -> Table | None:
     table = Table("table2_floors", "Table 2 · methods against floors (same test examples)",
                   ["Pipeline", "Method or floor", "Runs", "n", "Mean", "95% CI (examples, seeds)", "Seed-level CI",
                    "Against each floor: Δ [95% CI], beaten?"], left=2,
+                  runs=[r for members in cells.values() for r in members],
                   csv_headers=["pipeline", "method", "variant", "runs", "n", "mean", "ci_low", "ci_high", "seeds_low",
                                "seeds_high", "floor", "floor_mean", "delta", "delta_low", "delta_high",
                                "delta_seeds_low", "delta_seeds_high", "beats_floor", "is_best_floor"])
@@ -87,6 +88,7 @@ def group_table(runs: list[Run], sources: str) -> Table | None:
     table = Table("table2_groups", "Table 2 · per subgroup of the test set (e.g. Amazon's source file)",
                   ["Pipeline", "Group", "n", "Method or floor", "Runs", "Mean", "95% CI (examples, seeds)",
                    "Beats the group's best floor"], left=4,
+                  runs=[r for (p, _, _), members in cells.items() if p in grouped for r in members],
                   csv_headers=["pipeline", "group", "n", "method", "variant", "runs", "mean", "ci_low", "ci_high",
                                "beats_best_floor"])
     for pipeline, found in sorted(grouped.items()):

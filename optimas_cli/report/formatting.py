@@ -17,6 +17,7 @@ class Table:
     summary: str = ""              # a verdict line shown under the table, above the footnote
     csv_headers: list[str] = field(default_factory=list)
     csv_rows: list[list] = field(default_factory=list)        # unrounded values, one row per group
+    runs: list = field(default_factory=list)   # the runs its rows pool: a note says when their code differs
 
 
 @dataclass

@@ -76,6 +76,7 @@ def table2(runs: list[Run], sources: str) -> Table:
     pipelines = sorted({p for p, _, _ in cells})
     table = Table("table2", "Table 2 · test score per pipeline and method",
                   ["Pipeline", "Metric", *[method_label(m, v) for m, v in columns], "Optimas Δ", "Best floor"], left=2,
+                  runs=scored,
                   csv_headers=["pipeline", "metric", "method", "variant", "runs", "mean", "std",
                                "optimas_vs_best_baseline_pct", "best_baseline", "ci_low", "ci_high",
                                "delta_vs_unoptimized", "delta_low", "delta_high", "ci_note", "proposer",
@@ -154,7 +155,7 @@ def eval_table(runs: list[Run], sources: str) -> Table | None:
     if not evals:
         return None
     table = Table("evaluations", "Evaluations · saved configurations scored by `optimas eval`",
-                  ["Pipeline", "Configuration", "Examples from", "Metric", "n", "Mean", "95% CI"], left=4,
+                  ["Pipeline", "Configuration", "Examples from", "Metric", "n", "Mean", "95% CI"], left=4, runs=evals,
                   csv_headers=["pipeline", "folder", "config_file", "eval_file", "metric", "n", "mean",
                                "ci_low", "ci_high", "repeats"])
     for run in evals:
@@ -179,7 +180,7 @@ def table2_paired(runs: list[Run], sources: str) -> Table:
     cells = _group(scored, lambda r: (r.pipeline, r.method, r.variant))
     table = Table("table2_paired", "Table 2 · confidence and paired comparison with Unoptimized",
                   ["Pipeline", "Method", "Proposer", "Runs", "Examples", "Repeats", "Mean", "95% CI",
-                   "Δ vs Unoptimized", "Δ 95% CI", "Note"], left=3,
+                   "Δ vs Unoptimized", "Δ 95% CI", "Note"], left=3, runs=scored,
                   csv_headers=["pipeline", "method", "variant", "runs", "examples", "repeats", "effective_repeats",
                                "mean", "ci_low", "ci_high", "delta", "delta_low", "delta_high", "delta_excludes_zero",
                                "paired_examples", "note", "proposer"])
@@ -279,7 +280,7 @@ def table3(runs: list[Run], sources: str) -> Table:
     groups = _group(runs, lambda r: (r.pipeline, r.method, r.variant))
     table = Table("table3", "Table 3 · cost per pipeline and method",
                   ["Pipeline", "Method", "n", "Score", "Paper runs", "Executed runs", "Run cap", "LM calls",
-                   "LM tokens", "Dollars", "Compute s"], left=2,
+                   "LM tokens", "Dollars", "Compute s"], left=2, runs=runs,
                   csv_headers=["pipeline", "method", "variant", "runs", "paper_runs", "executed_runs", "system_runs",
                                "lm_calls", "lm_tokens", "usd", "unpriced_calls", "compute_seconds", "test_mean",
                                "max_runs", "lm_cache_hits"])
@@ -350,7 +351,7 @@ def table4(runs: list[Run], sources: str) -> Table:
     groups = _group(aligned, lambda r: (r.pipeline, r.lrf_variant))
     table = Table("table4", "Table 4 · alignment of the local reward functions (pairwise accuracy on test pairs)",
                   ["Pipeline", "From", "LRF", "LLM judge", "Judge parsed", "Pairs", "Distinguishable only: LRF / judge"],
-                  left=2,
+                  left=2, runs=aligned,
                   csv_headers=["pipeline", "variant", "runs", "lrf_accuracy", "lrf_std", "judge_accuracy",
                                "judge_std", "judge_runs", "judge_parse_rate", "pairs", "measured_on",
                                "indistinguishable", "components_without_test", "methods",

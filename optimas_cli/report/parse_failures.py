@@ -21,7 +21,7 @@ def parse_failure_table(runs: list[Run], sources: str) -> Table | None:
     if not counted:
         return None
     table = Table("parse_failures", "Parse failures on the test split (share of the component's outputs)",
-                  ["Pipeline", "Method", "Component", "Runs", "Failed", "Outputs"], left=3,
+                  ["Pipeline", "Method", "Component", "Runs", "Failed", "Outputs"], left=3, runs=counted,
                   csv_headers=["pipeline", "method", "variant", "folder", "component", "failures_per_pass",
                                "outputs_per_pass", "rate", "test_repeats"])
     # Seeds of one pipeline x method are summed into one line; the CSV keeps a line per run.

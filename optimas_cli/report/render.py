@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from optimas_cli.provenance import mixed_code_note
 from optimas_cli.report.formatting import Table
 
 
@@ -21,6 +22,9 @@ def markdown(table: Table) -> str:
         lines.append("| " + " | ".join(["(no runs)"] + [""] * (len(table.headers) - 1)) + " |")
     if table.summary:
         lines += ["", table.summary]
+    pooled = {run.folder: run.results.get("code") for run in table.runs}  # a run in several rows counts once
+    if code := mixed_code_note(list(pooled.values())):
+        lines += ["", code]
     lines += ["", f"<sub>{table.footnote}</sub>", ""]
     return "\n".join(lines)
 

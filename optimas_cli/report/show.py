@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from optimas_cli.errors import UserError
+from optimas_cli.provenance import code_label
 from optimas_cli.report.runs import failed_before_start, is_run_folder, read_results
 from optimas_cli.stats import paired_ci
 from optimas_cli.system.run_folder import lock_holder
@@ -175,7 +176,8 @@ def show_one(run: RunTrace, opts, console: Console) -> None:
     failed = sum(s < FAILED for s in scores)
     console.print(f"[bold]{run.folder}[/] · {res.get('pipeline', '?')} · {res.get('method', '?')} · {opts.split}: "
                   f"{len(scores)} examples × {repeats} repeat(s) · mean {res.get('metric', 'score')} "
-                  f"{statistics.fmean(scores):.4f} · {failed} below {FAILED:g}")
+                  f"{statistics.fmean(scores):.4f} · {failed} below {FAILED:g}"
+                  + (f" · code {code}" if (code := code_label(res.get("code"))) else ""))
     if res.get("stopped"):
         console.print(f"[yellow]stopped by budget.{res['stopped']}: the best configuration found before the cap[/]")
     console.print(component_summary(run))

@@ -57,6 +57,7 @@ def gain_table(runs: list[Run], sources: str) -> Table | None:
     shown = 0
     for pipeline in pipelines:
         ours, base = _members(cells, pipeline, OPTIMAS), _members(cells, pipeline, BASELINE)
+        table.runs += ours + base
         evidence = cell_evidence(ours, base or None)
         paired = evidence.paired
         below = check(ours).blocks
@@ -131,9 +132,9 @@ def mean_table(runs: list[Run], sources: str) -> Table | None:
     ours_runs = [r for r in scored if r.method == OPTIMAS and _is_default(without_proposer(r.variant))]
     ours_cells = _group(ours_runs, lambda r: (r.pipeline, proposer_of(r.results)))
     ours = {key: test_summary(members).mean for key, members in ours_cells.items()}
+    baselines = [r for r in scored if r.method in BASELINES]
     theirs = {key: test_summary(members).mean for key, members in _group(
-        [r for r in scored if r.method in BASELINES],
-        lambda r: (r.pipeline, r.method, without_proposer(r.variant), proposer_of(r.results))).items()}
+        baselines, lambda r: (r.pipeline, r.method, without_proposer(r.variant), proposer_of(r.results))).items()}
     columns = sorted({key[1:] for key in theirs}, key=lambda c: (method_key(c[0], c[1]), str(c[2])))
     proposers = sorted({q for _, q in ours}, key=str)
     if not ours or not columns:
@@ -141,7 +142,7 @@ def mean_table(runs: list[Run], sources: str) -> Table | None:
     table = Table("optimas_vs_baselines", "Optimas against each baseline on the same candidate space, averaged over "
                   "the pipelines both ran",
                   ["Baseline", "Proposer", "Optimas proposer", "Pipelines", "Baseline mean", "Optimas mean",
-                   "Optimas at least as good"], left=3,
+                   "Optimas at least as good"], left=3, runs=ours_runs + baselines,
                   csv_headers=["method", "variant", "proposer", "optimas_proposer", "pipelines", "baseline_mean",
                                "optimas_mean", "optimas_at_least"])
     behind, unmatched = [], []
@@ -221,6 +222,7 @@ def matched_table(runs: list[Run], sources: str) -> Table | None:
             continue
         pairs.sort(key=lambda pair: str(seed_of(pair[1])))
         mine, theirs = [o for o, _ in pairs], [a for _, a in pairs]
+        table.runs += mine + theirs
         our_mean, their_mean = test_summary(mine).mean, test_summary(theirs).mean
         spent = {side: [optimization_runs(r.results["ledger"]) for r in side_runs]
                  for side, side_runs in (("ours", mine), ("theirs", theirs))}

@@ -39,6 +39,7 @@ class RunRecord:
                                               ("metric", results.get("metric")), ("seed", config.get("seed")),
                                               ("folder", str(folder.resolve())), ("status", record.status))
                        if v is not None}
+        record.tags |= {f"code.{k}": str(v) for k, v in (results.get("code") or {}).items() if v is not None}
         record.metrics = scores(results) | lrf_accuracy(results) | ledger(results)
         if results and "test.ci_low" not in record.metrics:  # older results.json: the CI from its traces
             record.metrics |= traced_test_ci(folder)

@@ -56,6 +56,8 @@ class MLflowTracker:
 
         client = self.mlflow.MlflowClient()
         tags = dict(record.tags)
+        if "code.commit" in tags:  # MLflow's own field for it: its UI shows the commit on the run's page
+            tags["mlflow.source.git.commit"] = tags["code.commit"]
         if parent:
             tags["mlflow.parentRunId"] = parent
         run = client.create_run(self.experiment_id, run_name=record.name, tags=tags)
