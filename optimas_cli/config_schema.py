@@ -44,6 +44,7 @@ DTYPE = OneOf("auto", "bfloat16", "float32", "float16")  # optimas_cli/devices.p
 PROPOSERS = OneOf("auto", "lm", "pool", "mixed")  # optim/prompt.py PROPOSERS
 SCHEDULER = CheckedBy("optim/scheduler.py ComponentScheduler")  # flows/validate.py asks it
 GATES = OneOf("strict", "paired")  # optim/gate.py RULES
+CHOICE_SCALES = OneOf("relative", "absolute")  # optim/settings.py CHOICE_SCALES
 FRACTION = Number(above=0, at_most=1)
 RATE = Number(above=0)  # learning rates and sampling temperatures that must move something
 LORA = Node({"r": Integer(1), "alpha": Integer(1)})  # what optim/node_policies.py reads of method.lora
@@ -138,7 +139,7 @@ BUDGET = Node({
 
 OPTIMIZER = Node({  # conf/optimizer/default.yaml, optim/settings.py
     "prompt": Node({"proposer": PROPOSERS}),
-    "choice": Node({"temperature": RATE, "seed": Integer(0, null=True)}),
+    "choice": Node({"scale": CHOICE_SCALES, "temperature": Number(above=0, null=True), "seed": Integer(0, null=True)}),
     "weights": Node({
         **GRPO_SIZES,
         "work_dir": Text(null=True),

@@ -141,13 +141,14 @@ def test_enumerations_match_the_code_that_reads_them():
     from optimas_cli.optim.loop import ADAPTATION_MODES
     from optimas_cli.optim.prompt import PROPOSERS
     from optimas_cli.optim.rollouts import SAMPLING
-    from optimas_cli.optim.settings import ChoiceSettings, WeightsSettings
+    from optimas_cli.optim.settings import CHOICE_SCALES, ChoiceSettings, WeightsSettings
     from pipelines.hotpotqa.system import RETRIEVERS
     from pipelines.synthetic.spec import INTERACTIONS, METRICS, SHAPES
 
     methods = schema.METHODS
     assert set(schema.DTYPE.choices) == {"auto", *DTYPES}
     assert set(schema.GATES.choices) == set(RULES) and set(schema.PROPOSERS.choices) == set(PROPOSERS)
+    assert set(schema.CHOICE_SCALES.choices) == set(CHOICE_SCALES)
     assert set(methods["optimas_cli.methods.optimas.Optimas"]["stage2_pool"].choices) == set(STAGE2_POOLS)
     assert set(methods["optimas_cli.methods.sysdpo.SysDPO"]["variant"].choices) == set(VARIANTS)
     assert set(methods["optimas_cli.methods.sysdpo.SysDPO"]["sampling"].choices) == set(SAMPLING)

@@ -32,7 +32,10 @@ def test_the_gate_alone_keeps_what_the_random_proposals_improve(tmp_path):
     history = outcome.history
     assert len(history) == 6 and outcome.lrf is None
     assert outcome.extras["random_reward"]["scorer"].startswith("a seeded random number")
-    assert len({str(h.proposal) for h in history}) > 1  # the proposals are not one fixed choice
+    assert any(h.val_candidate is not None for h in history)  # a random proposal reached the gate
+    # optimizer.choice.scale=relative: only values the random score ranks at least as high as the current one
+    # (on this 2-value toy, once its favourite is accepted nothing else is proposed)
+    assert all(h.local_score >= h.baseline_local_score for h in history)
     for before, after in zip(history, history[1:], strict=False):
         assert after.val_before == pytest.approx(before.val_after)  # the configuration only changes on accept
     for entry in history:

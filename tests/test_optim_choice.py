@@ -1,4 +1,6 @@
-"""Choice optimizer: exp(r_k / T) sampling for global choices, the LRF route for per-instance ones."""
+"""Choice optimizer: exp(r_k / T) sampling for global choices, the LRF route for per-instance ones.
+
+The scales themselves (relative vs the paper's absolute, the exact oracle): test_optim_choice_scale.py."""
 from __future__ import annotations
 
 import math
@@ -9,6 +11,7 @@ import pytest
 from optimas_cli.errors import UserError
 from optimas_cli.optim import optimize_component
 from optimas_cli.optim.choice import exp_probabilities, propose
+from optimas_cli.optim.settings import ChoiceSettings
 from optimas_cli.system.component import HEURISTIC_ROUTE, LRF_ROUTE, Component, ConfigKind
 from optimas_cli.system.context import RunContext
 from optimas_cli.system.ledger import RunLedger
@@ -50,7 +53,8 @@ def _ctx():
 def test_scores_and_probabilities_are_the_softmax_of_mean_local_reward():
     component, lrf = Retriever(), PassageCountReward({1: 0.2, 3: 0.9, 5: 0.5})
     ctx = _ctx()
-    proposal = propose(component, 1, SEARCH, lrf, ctx, {"temperature": 0.5}, rng=np.random.default_rng(0))
+    proposal = propose(component, 1, SEARCH, lrf, ctx, {"scale": "absolute", "temperature": 0.5},
+                       rng=np.random.default_rng(0))
     assert proposal.details["scores"] == pytest.approx([0.2, 0.9, 0.5])
     weights = [math.exp(s / 0.5) for s in (0.2, 0.9, 0.5)]
     assert proposal.details["probabilities"] == pytest.approx([w / sum(weights) for w in weights])
@@ -60,11 +64,12 @@ def test_scores_and_probabilities_are_the_softmax_of_mean_local_reward():
     assert ctx.ledger.executions["local_optimization"]["retriever"] == 3 * len(SEARCH)
 
 
-def test_sampling_frequencies_match_the_softmax_on_a_fixed_seed():
+@pytest.mark.parametrize("cfg", [{"scale": "absolute"}, {"scale": "relative", "temperature": 1.0}])
+def test_sampling_frequencies_match_the_softmax_on_a_fixed_seed(cfg):
     component, lrf = Retriever(), PassageCountReward({1: 0.1, 3: 1.0, 5: 0.6})
     rng, draws = np.random.default_rng(1234), 5000
-    picked = [propose(component, 1, SEARCH, lrf, _ctx(), {}, rng=rng).value for _ in range(draws)]
-    expected = exp_probabilities([0.1, 1.0, 0.6], 1.0)
+    picked = [propose(component, 1, SEARCH, lrf, _ctx(), cfg, rng=rng).value for _ in range(draws)]
+    expected = exp_probabilities([0.1, 1.0, 0.6], ChoiceSettings(**cfg), current=0)
     for value, p in zip((1, 3, 5), expected, strict=True):
         # 5,000 draws: one standard deviation is at most 0.0071; allow ~3.5 of them.
         assert picked.count(value) / draws == pytest.approx(p, abs=0.025)
@@ -96,10 +101,16 @@ def test_unhashable_values_and_a_current_value_outside_the_set():
             return [o["score"] for o in outputs]
 
     inputs = [{"f": [0.2, 0.8]}]
-    proposal = propose(agg, [0.5, 0.5], inputs, ScoreIsReward(), _ctx(), {}, rng=np.random.default_rng(0))
-    assert proposal.details["current_index"] is None
-    assert proposal.baseline_score == pytest.approx(0.5)
-    assert proposal.value in ([1.0, 0.0], [0.0, 1.0])
+    absolute = propose(agg, [0.5, 0.5], inputs, ScoreIsReward(), _ctx(), {"scale": "absolute"},
+                       rng=np.random.default_rng(0))
+    assert absolute.details["current_index"] is None  # the paper's draw: the declared values only
+    assert absolute.baseline_score == pytest.approx(0.5)
+    assert absolute.value in ([1.0, 0.0], [0.0, 1.0])
+    # relative: the current value joins the draw, and [1, 0] (0.2, below its 0.5) leaves it
+    relative = propose(agg, [0.5, 0.5], inputs, ScoreIsReward(), _ctx(), {}, rng=np.random.default_rng(0))
+    assert relative.details["values"] == [[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]
+    assert relative.details["current_index"] == 2 and relative.details["probabilities"][0] == 0
+    assert relative.value in ([0.0, 1.0], [0.5, 0.5])
 
 
 def test_per_instance_choice_proposes_the_lrf_route_without_running_anything():
@@ -111,6 +122,7 @@ def test_per_instance_choice_proposes_the_lrf_route_without_running_anything():
     assert optimize_component(component, dict(LRF_ROUTE), SEARCH, lrf, _ctx(), {}).details["unchanged"] is True
 
 
-def test_bad_temperature_is_a_user_error():
-    with pytest.raises(UserError, match="temperature"):
-        propose(Retriever(), 1, SEARCH, PassageCountReward({1: 0, 3: 0, 5: 0}), _ctx(), {"temperature": 0})
+@pytest.mark.parametrize("cfg, match", [({"temperature": 0}, "temperature"), ({"scale": "softmax"}, "scale")])
+def test_bad_settings_are_a_user_error(cfg, match):
+    with pytest.raises(UserError, match=match):
+        propose(Retriever(), 1, SEARCH, PassageCountReward({1: 0, 3: 0, 5: 0}), _ctx(), cfg)

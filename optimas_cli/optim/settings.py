@@ -10,15 +10,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from optimas_cli.errors import UserError
 from optimas_cli.settings import from_mapping
 
 T = TypeVar("T")
+# The global choice's score scales and each one's default temperature, in its own unit (optim/choice.py
+# says why): relative scores are fractions of the candidates' spread, absolute ones are r_k itself.
+CHOICE_SCALES = {"relative": 0.1, "absolute": 1.0}
 
 
 @dataclass
 class ChoiceSettings:
-    temperature: float = 1.0   # sample a global choice with p ∝ exp(mean r_k / temperature)
-    seed: int | None = None    # used when the loop passes no random generator
+    scale: str = "relative"           # relative | absolute (the paper's plain exp(mean r_k / temperature))
+    temperature: float | None = None  # None: the scale's default (CHOICE_SCALES)
+    seed: int | None = None           # used when the loop passes no random generator
+
+    def __post_init__(self) -> None:
+        if self.scale not in CHOICE_SCALES:
+            raise UserError(f"unknown choice scale {self.scale!r}", f"use one of {', '.join(CHOICE_SCALES)}")
+        if self.temperature is None:
+            self.temperature = CHOICE_SCALES[self.scale]
+        if not self.temperature > 0:
+            raise UserError(f"choice temperature must be positive, got {self.temperature!r}",
+                            "set optimizer.choice.temperature to a number > 0, or null for the scale's default")
 
 
 @dataclass
