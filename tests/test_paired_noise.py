@@ -142,3 +142,12 @@ def test_shared_noise_makes_stage_1_labels_follow_the_exact_order():
     shared, independent = agreement("shared"), agreement("independent")
     assert shared >= 0.95
     assert independent < shared - 0.1
+
+
+def test_a_report_table_says_which_runs_had_paired_noise():
+    from optimas_cli.report.render import paired_noise_note
+
+    assert paired_noise_note([{"paired_noise": "shared"}] * 3) == "Paired noise: shared in every run."
+    mixed = paired_noise_note([{"paired_noise": "shared"}, {"paired_noise": "shared"}, {}])
+    assert mixed == "Paired noise: shared in 2 runs, independent in 1 run."  # a run from before the setting
+    assert paired_noise_note([]) == ""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from pathlib import Path
 
 from optimas_cli.provenance import mixed_code_note
@@ -25,8 +26,21 @@ def markdown(table: Table) -> str:
     pooled = {run.folder: run.results.get("code") for run in table.runs}  # a run in several rows counts once
     if code := mixed_code_note(list(pooled.values())):
         lines += ["", code]
+    if noise := paired_noise_note([run.results.get("config") or {} for run in table.runs]):
+        lines += ["", noise]
     lines += ["", f"<sub>{table.footnote}</sub>", ""]
     return "\n".join(lines)
+
+
+def paired_noise_note(configs: list[dict]) -> str:
+    """Which runs compared configurations on shared random numbers (`paired_noise`: validation and pair
+    labels; runs from before the setting were independent), so a comparison says which methods had it."""
+    counts = Counter(c.get("paired_noise", "independent") for c in configs)
+    if not counts:
+        return ""
+    if len(counts) == 1:
+        return f"Paired noise: {next(iter(counts))} in every run."
+    return "Paired noise: " + ", ".join(f"{mode} in {n} run{'' if n == 1 else 's'}" for mode, n in counts.most_common()) + "."
 
 
 def write_csv(path: Path, headers: list[str], rows: list[list]) -> Path:
