@@ -12,8 +12,11 @@ exact rewards are equal have no order and are left out (counted as `exact_ties`)
 
 collects Stage 1 on every setting of the committed grid (GRID) with the run's own collection settings
 (conf/lrf/minilm.yaml `collect`, 1x the runs) and writes `label_quality.csv` (a row per setting, instance
-and component) and `README.md` (the table, generated). Nothing is tuned here: the grid, the simulator and
-the collection settings are fixed before the rows are computed.
+and component) and `README.md` (the table, generated). `--lrf` adds the learned reward's side on
+LRF_GRID: an LRF trained as the phase map trains it (MiniLM heads, on the Stage 1 pairs of budget=synthetic's
+10 training inputs) orders the candidate pairs of a fresh collection on 100 validation inputs, and its order
+is scored against the exact one (`lrf_quality.csv`), never against the noisy labels it was trained on.
+Nothing is tuned here: the grids, the simulator and the settings are fixed before the rows are computed.
 """
 from __future__ import annotations
 
@@ -39,6 +42,11 @@ from pipelines.synthetic.system import build
 GRID = {"components": (10, 30), "interaction": ("none", "on"), "metric": ("mean", "sink"),
         "paired_noise": ("independent", "shared")}
 INSTANCES = (0, 1, 2)
+# The learned reward's side: the headline of the phase map's next run (K 10, interaction on), both metrics.
+LRF_GRID = {"components": (10,), "interaction": ("on",), "metric": ("mean", "sink"),
+            "paired_noise": ("independent", "shared")}
+LRF_OVERRIDES = ["pipeline=synthetic", "budget=synthetic", "lrf.train_backbone=heads", "lrf.max_length=96"]
+STAGE1_INPUTS, EVAL_INPUTS = 10, 100  # budget=synthetic's training split; the fresh pairs the LRF orders
 INPUTS = 200  # Stage 1 inputs per setting: ~600 candidate pairs per component, enough for a per-component interval
 # conf/lrf/minilm.yaml `collect` (what a run collects with), and budget=synthetic's run temperature 0
 COLLECT = {"num_candidates": 3, "mc_repeats": 2, "epsilon": 0.01, "temperature": 0.9, "diverse": True,
@@ -87,6 +95,49 @@ def collect_labels(settings: Mapping, instance: int, inputs: int = INPUTS) -> tu
     return label_agreement(pipeline.instance, config, [p for ps in pairs.values() for p in ps]), ledger
 
 
+def lrf_agreement(settings: Mapping, instance: int, lrf_cfg: Mapping) -> dict:
+    """Per component: how often an LRF trained on one Stage 1 collection orders a fresh collection's pairs
+    as the exact reward does (a tie in r_k counts half)."""
+    from optimas_cli.lrf.collect import collection_sample_index
+    from optimas_cli.lrf.model import LocalRewardModel
+    from optimas_cli.lrf.stage import train_config
+    from optimas_cli.lrf.text import component_infos
+    from optimas_cli.lrf.train import train_stage1
+
+    pipeline = build(components=settings["components"], interaction=settings["interaction"],
+                     metric=settings["metric"], instance=instance, train_size=STAGE1_INPUTS, val_size=EVAL_INPUTS)
+    system, inst = pipeline.system, pipeline.instance
+    config = SystemConfig(system.default_config())
+    ctx = RunContext(ledger=RunLedger(len(system)), seed=instance, phase=COLLECTION_PHASE,
+                     paired_noise=settings["paired_noise"] == "shared")
+    trained = [p for ps in collect_all(system, config, pipeline.splits.train, ctx, pipeline.metric, **COLLECT).values()
+               for p in ps]
+    model = LocalRewardModel.from_config(lrf_cfg, component_infos(system))
+    train_stage1(model, trained, train_config(lrf_cfg, len(trained)))
+    fresh = collect_all(system, config, pipeline.splits.val, ctx.replace(sample_index=collection_sample_index(1)),
+                        pipeline.metric, **COLLECT)
+    out = {}
+    for component, pairs in fresh.items():
+        row = out.setdefault(component, {"trained_pairs": sum(p.component == component for p in trained),
+                                         "pairs": 0, "exact_ties": 0, "agree": 0.0})
+        if not pairs:
+            continue
+        chosen = model.score(component, [p.context for p in pairs], [p.chosen for p in pairs])
+        rejected = model.score(component, [p.context for p in pairs], [p.rejected for p in pairs])
+        for pair, r_c, r_r in zip(pairs, chosen, rejected, strict=True):
+            row["pairs"] += 1
+            gap = (exact_given_output(inst, config, component, pair.context, pair.chosen)
+                   - exact_given_output(inst, config, component, pair.context, pair.rejected))
+            if abs(gap) < 1e-12:
+                row["exact_ties"] += 1
+            else:
+                row["agree"] += 0.5 if r_c == r_r else float((r_c > r_r) == (gap > 0))
+    for row in out.values():
+        ordered = row["pairs"] - row["exact_ties"]
+        row["agreement"] = row["agree"] / ordered if ordered else None
+    return out
+
+
 def wilson(agree: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """The Wilson 95% interval of a share agree / n."""
     if n == 0:
@@ -97,9 +148,9 @@ def wilson(agree: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (float(centre - half), float(centre + half))
 
 
-def settings_grid() -> list[dict]:
-    keys = list(GRID)
-    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*GRID.values())]
+def settings_grid(grid: Mapping = GRID) -> list[dict]:
+    keys = list(grid)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())]
 
 
 def measure(instances: Sequence[int] = INSTANCES, inputs: int = INPUTS) -> list[dict]:
@@ -113,31 +164,70 @@ def measure(instances: Sequence[int] = INSTANCES, inputs: int = INPUTS) -> list[
     return rows
 
 
-def summary(rows: Sequence[dict]) -> list[dict]:
+def measure_lrf(instances: Sequence[int] = INSTANCES) -> list[dict]:
+    from hydra import compose, initialize_config_dir
+
+    from optimas_cli.conf import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        lrf_cfg = compose("config", overrides=LRF_OVERRIDES).lrf
+    rows = []
+    for settings in settings_grid(LRF_GRID):
+        for instance in instances:
+            for component, row in lrf_agreement(settings, instance, lrf_cfg).items():
+                rows.append({**settings, "instance": instance, "component": component, **row})
+    return rows
+
+
+def summary(rows: Sequence[dict], grid: Mapping = GRID) -> list[dict]:
     """Per setting: pooled agreement over every ordered pair (Wilson interval), the spread over components."""
     out = []
-    for settings in settings_grid():
+    for settings in settings_grid(grid):
         mine = [r for r in rows if all(r[k] == v for k, v in settings.items())]
         agree = sum(r["agree"] for r in mine)
+        if mine and "trained_pairs" in mine[0]:  # the LRF's rows: how many pairs it learned from
+            settings = {**settings, "trained_pairs": sum(r["trained_pairs"] for r in mine)}
         ordered = sum(r["pairs"] - r["exact_ties"] for r in mine)
         per_component = [r["agreement"] for r in mine if r["agreement"] is not None]
         low, high = wilson(agree, ordered)
         out.append({**settings, "pairs": sum(r["pairs"] for r in mine), "exact_ties": sum(r["exact_ties"] for r in mine),
-                    "ordered": ordered, "runs": sum({r["instance"]: r["runs"] for r in mine}.values()),
+                    "ordered": ordered, "runs": sum({r["instance"]: r.get("runs", 0) for r in mine}.values()),
                     "agreement": agree / ordered if ordered else float("nan"), "low": low, "high": high,
                     "worst_component": min(per_component, default=float("nan")),
                     "median_component": statistics.median(per_component) if per_component else float("nan")})
     return out
 
 
-def write(rows: Sequence[dict], folder: Path, command: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "label_quality.csv", "w", newline="") as f:
+LABELS_CSV, LRF_CSV = "label_quality.csv", "lrf_quality.csv"
+
+
+def write_csv(rows: Sequence[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["# Label quality: Stage 1 labels against the exact order", "",
-             "Generated by `" + command + "` (pipelines/synthetic/label_quality.py, which says what is measured).",
+
+
+def read_csv(path: Path) -> list[dict]:
+    """A CSV's rows with their numbers as numbers (the README is rendered from the committed files)."""
+    def value(text: str):
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return None if text == "" else text
+
+    with open(path, newline="") as f:
+        return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def render(folder: Path, command: str) -> str:
+    lines = ["# Label quality: Stage 1 labels and the learned reward against the exact order", "",
+             "Generated by `" + command + "` from the CSVs beside it (pipelines/synthetic/label_quality.py says what is "
+             "measured).", "",
+             "## Labels", "",
              "Each row pools every component of instances " + ", ".join(map(str, INSTANCES)) + f" ({INPUTS} inputs each); "
              "agreement: the share of labelled pairs with an exact order whose label matches it, with its Wilson 95% "
              "interval; worst / median: over the components. Labelled pairs: those the collection formed (a candidate "
@@ -148,20 +238,38 @@ def write(rows: Sequence[dict], folder: Path, command: str) -> None:
              "| K | interaction | metric | paired noise | runs | labelled pairs | exact ties | agreement [95% CI] | "
              "effective pairs | worst component | median component |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for s in summary(rows):
+    for s in summary(read_csv(folder / LABELS_CSV)):
         lines.append(f"| {s['components']} | {s['interaction']} | {s['metric']} | {s['paired_noise']} | {s['runs']:,.0f} | "
-                     f"{s['pairs']:,} | {s['exact_ties']:,} | "
-                     f"{s['agreement']:.3f} [{s['low']:.3f}, {s['high']:.3f}] | "
+                     f"{s['pairs']:,} | {s['exact_ties']:,} | {s['agreement']:.3f} [{s['low']:.3f}, {s['high']:.3f}] | "
                      f"{s['ordered'] * (2 * s['agreement'] - 1) ** 2:,.0f} | {s['worst_component']:.3f} | "
                      f"{s['median_component']:.3f} |")
-    (folder / "README.md").write_text("\n".join(lines) + "\n")
+    if (folder / LRF_CSV).exists():
+        lines += ["", "## The learned reward", "",
+                  f"An LRF trained as the phase map trains it (`{' '.join(LRF_OVERRIDES)}`: MiniLM heads on the Stage 1 "
+                  f"pairs of {STAGE1_INPUTS} training inputs, paired noise as in the row) orders the labelled pairs of a fresh "
+                  f"collection on {EVAL_INPUTS} validation inputs; agreement: the share whose r_k order matches the exact "
+                  "order (an r_k tie counts half), pooled over instances " + ", ".join(map(str, INSTANCES)) + ".", "",
+                  "| K | interaction | metric | paired noise | trained pairs | pairs ordered | agreement [95% CI] | "
+                  "worst component | median component |", "|---|---|---|---|---|---|---|---|---|"]
+        for s in summary(read_csv(folder / LRF_CSV), LRF_GRID):
+            lines.append(f"| {s['components']} | {s['interaction']} | {s['metric']} | {s['paired_noise']} | "
+                         f"{s['trained_pairs']:,} | {s['ordered']:,} | {s['agreement']:.3f} [{s['low']:.3f}, {s['high']:.3f}] | "
+                         f"{s['worst_component']:.3f} | {s['median_component']:.3f} |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("docs/results/label-quality"))
+    parser.add_argument("--part", choices=("labels", "lrf", "readme"), default="labels",
+                        help="what to measure (the README is rendered after either, from the CSVs)")
     args = parser.parse_args(argv)
-    write(measure(), args.out, f"python -m pipelines.synthetic.label_quality --out {args.out}")
+    if args.part == "labels":
+        write_csv(measure(), args.out / LABELS_CSV)
+    elif args.part == "lrf":
+        write_csv(measure_lrf(), args.out / LRF_CSV)
+    command = f"python -m pipelines.synthetic.label_quality --out {args.out} --part labels|lrf"
+    (args.out / "README.md").write_text(render(args.out, command))
 
 
 if __name__ == "__main__":
