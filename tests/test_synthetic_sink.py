@@ -70,3 +70,22 @@ def test_the_simulated_sink_reward_matches_its_exact_expectation(shape, interact
     expected = exact.expected_score(pipe.instance, config, rows)
     standard_error = statistics.pstdev(realized) / len(realized) ** 0.5
     assert abs(statistics.fmean(realized) - expected) < 4 * standard_error + 1e-3
+
+
+def test_a_sink_run_goes_end_to_end_and_records_its_metric_and_code(tmp_path):
+    """`optimas run pipeline=synthetic pipeline.metric=sink` (the oracle reward: no model to train) writes a
+    results.json that scores the sink, holds the sink's optimum, and names the code that ran."""
+    import json
+
+    from tests.cli_runner import optimas
+
+    folder = tmp_path / "run"
+    proc = optimas("run", "pipeline=synthetic", "pipeline.metric=sink", "pipeline.components=4", "method=optimas",
+                   "lrf=oracle", "budget=smoke", "budget.iterations=2", "proposer=pool", "repeats=1",
+                   "lrf.judge.enabled=false", f"hydra.run.dir={folder}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads((folder / "results.json").read_text())
+    assert results["config"]["pipeline"]["metric"] == "sink"
+    info = results["pipeline_info"]
+    assert info["settings"]["metric"] == "sink" and info["optimum_score"]["test"] >= info["initial_score"]["test"]
+    assert results["code"]["commit"] or results["code"]["version"]  # a checkout's commit, else the installed version
