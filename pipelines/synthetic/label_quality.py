@@ -14,7 +14,8 @@ collects Stage 1 on every setting of the committed grid (GRID) with the run's ow
 (conf/lrf/minilm.yaml `collect`, 1x the runs) and writes `label_quality.csv` (a row per setting, instance
 and component) and `README.md` (the table, generated). `--lrf` adds the learned reward's side on
 LRF_GRID: an LRF trained as the phase map trains it (MiniLM heads, on the Stage 1 pairs of budget=synthetic's
-10 training inputs) orders the candidate pairs of a fresh collection on 100 validation inputs, and its order
+10 training inputs) orders the labelled pairs of one fresh shared-noise collection on 100 validation inputs (the
+same pairs whatever noise the LRF was trained under), and its order
 is scored against the exact one (`lrf_quality.csv`), never against the noisy labels it was trained on.
 Nothing is tuned here: the grids, the simulator and the settings are fixed before the rows are computed.
 """
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from optimas_cli.lrf.collect import COLLECTION_PHASE, collect_all
+from optimas_cli.lrf.collect import COLLECTION_PHASE, EXACT_TIE, collect_all
 from optimas_cli.lrf.pairs import PreferencePair
 from optimas_cli.system import RunContext, RunLedger, SystemConfig
 from pipelines.synthetic.components import named_value, solid_share
@@ -73,7 +74,7 @@ def label_agreement(instance: Instance, config: Mapping, pairs: Sequence[Prefere
         row["pairs"] += 1
         chosen = exact_given_output(instance, config, pair.component, pair.context, pair.chosen)
         rejected = exact_given_output(instance, config, pair.component, pair.context, pair.rejected)
-        if abs(chosen - rejected) < 1e-12:
+        if abs(chosen - rejected) < EXACT_TIE:
             row["exact_ties"] += 1
         elif chosen > rejected:
             row["agree"] += 1
@@ -114,8 +115,10 @@ def lrf_agreement(settings: Mapping, instance: int, lrf_cfg: Mapping) -> dict:
                for p in ps]
     model = LocalRewardModel.from_config(lrf_cfg, component_infos(system))
     train_stage1(model, trained, train_config(lrf_cfg, len(trained)))
-    fresh = collect_all(system, config, pipeline.splits.val, ctx.replace(sample_index=collection_sample_index(1)),
-                        pipeline.metric, **COLLECT)
+    # The pairs to order come from one shared-noise collection whatever the row's noise, so the LRFs trained
+    # under either are scored on the same pairs (a collection's own noise decides which pairs form at all)
+    fresh = collect_all(system, config, pipeline.splits.val,
+                        ctx.replace(sample_index=collection_sample_index(1), paired_noise=True), pipeline.metric, **COLLECT)
     out = {}
     for component, pairs in fresh.items():
         row = out.setdefault(component, {"trained_pairs": sum(p.component == component for p in trained),
@@ -128,7 +131,7 @@ def lrf_agreement(settings: Mapping, instance: int, lrf_cfg: Mapping) -> dict:
             row["pairs"] += 1
             gap = (exact_given_output(inst, config, component, pair.context, pair.chosen)
                    - exact_given_output(inst, config, component, pair.context, pair.rejected))
-            if abs(gap) < 1e-12:
+            if abs(gap) < EXACT_TIE:
                 row["exact_ties"] += 1
             else:
                 row["agree"] += 0.5 if r_c == r_r else float((r_c > r_r) == (gap > 0))
@@ -247,7 +250,8 @@ def render(folder: Path, command: str) -> str:
         lines += ["", "## The learned reward", "",
                   f"An LRF trained as the phase map trains it (`{' '.join(LRF_OVERRIDES)}`: MiniLM heads on the Stage 1 "
                   f"pairs of {STAGE1_INPUTS} training inputs, paired noise as in the row) orders the labelled pairs of a fresh "
-                  f"collection on {EVAL_INPUTS} validation inputs; agreement: the share whose r_k order matches the exact "
+                  f"collection on {EVAL_INPUTS} validation inputs (one collection, with shared noise, for both rows of a metric: "
+                  "the same pairs); agreement: the share whose r_k order matches the exact "
                   "order (an r_k tie counts half), pooled over instances " + ", ".join(map(str, INSTANCES)) + ".", "",
                   "| K | interaction | metric | paired noise | trained pairs | pairs ordered | agreement [95% CI] | "
                   "worst component | median component |", "|---|---|---|---|---|---|---|---|---|"]
