@@ -100,6 +100,7 @@ LRF = Node({
         "temperature": Number(at_least=0),
         "diverse": Flag(),
         "choices": OneOf("sample", "enumerate"),  # lrf/collect.py CHOICE_MODES
+        "labels": OneOf("mc", "exact"),  # lrf/stage.py collect_options
     }),
     "train": Node({  # lrf/train.py TrainConfig
         "lr": RATE,

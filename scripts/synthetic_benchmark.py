@@ -18,9 +18,10 @@ its history entries (with fewer than two entries: over 5% of the cap).
 Each run is an ordinary `optimas run` into <runs>/<cell>/s<seed>/<method>. When it ends, its regret and
 anytime curve are measured from its test traces into regret.json and the folder is pruned to KEPT (small
 files, relative paths); a folder holding results.json is finished and skipped, so the grid fills over
-several sessions (--cells/--methods/--seeds pick a slice, --dry-run lists it). --report-only rewrites the
-report blocks of docs/results/synthetic/README.md (its hand-written parts stay), phase-map/runs.csv and
-curves.csv, and phase_map.png.
+several sessions (--cells/--methods/--seeds pick a slice, --dry-run lists it; --methods also runs OFF_GRID's
+methods, which the committed grid leaves out). --report-only rewrites the report blocks of
+docs/results/synthetic/README.md (its hand-written parts stay), phase-map/runs.csv and curves.csv, and
+phase_map.png.
 
 Regret = the optimum's expected test score minus the reached configuration's, both exact
 (pipelines/synthetic/exact.py): a router's `lrf` picks are read from the run's own test traces.
@@ -78,6 +79,11 @@ METHODS = {
     "tpe": ["method=tpe"],
     "hbc": ["method=hbc"],
 }
+# Runnable with --methods, never in the committed grid (a new grid is its own issue): the report's bracket table
+# shows them where their runs exist. optimas_exact_labels: the same Stage 1 collection, each pair ordered by the
+# exact expected reward (lrf/collect.py), so it separates the labels' noise from the LRF's generalization.
+OFF_GRID = {"optimas_exact_labels": ["method=optimas", "lrf.collect.labels=exact"]}
+RUNNABLE = {**METHODS, **OFF_GRID}
 FILL = "python scripts/synthetic_benchmark.py"
 GLOBAL_SEARCHES = ("coordinate_ascent", "global_reward", "tpe")
 BRACKETS = ("optimas_oracle", "optimas", "optimas_paper", "optimas_no_adapt", "random_reward")
@@ -123,7 +129,7 @@ def cap(k: int) -> int:
 def overrides(cell: Cell, seed: int, method: str) -> list[str]:
     return ["pipeline=synthetic", f"pipeline.components={cell.k}", f"pipeline.options={cell.options}",
             f"pipeline.interaction={cell.interaction}", *[f"pipeline.{key}={value}" for key, value in SIMULATOR.items()],
-            f"seed={seed}", *METHODS[method], *COMMON, *NO_DATA, f"budget.iterations={ITERATIONS}", f"budget.max_runs={cell.cap}"]
+            f"seed={seed}", *RUNNABLE[method], *COMMON, *NO_DATA, f"budget.iterations={ITERATIONS}", f"budget.max_runs={cell.cap}"]
 
 
 def planned(cells: Sequence[Cell], seeds: Iterable[int] | None, methods: Sequence[str]) -> list[tuple[Cell, int, str]]:
@@ -273,7 +279,7 @@ def rows_of(runs: Path) -> list[dict]:
     rows = []
     for f in sorted(runs.glob("*/s*/*/regret.json")):
         cell = by_name.get(f.parent.parent.parent.name)
-        if cell is not None and f.parent.name in METHODS:
+        if cell is not None and f.parent.name in RUNNABLE:
             rows.append(row_of(f.parent, cell))
     return rows
 
@@ -424,7 +430,83 @@ def lrf_by_pairs(results: Iterable[Mapping]) -> list[str]:
     return lines
 
 
+# -- the brackets by what they paid ---------------------------------------------------------------------------
+LEARNED, ORACLE, RANDOM, EXACT_LABELS = "optimas", "optimas_oracle", "random_reward", "optimas_exact_labels"
+
+
+def stage1_runs(row: Mapping) -> float:
+    """The executed runs of a run's Stage 1 (its collection and LRF training)."""
+    return row["collection"] + row["LRF training"]
+
+
+def loop_runs(row: Mapping) -> float:
+    """The executed runs of a run's loop: all its optimization runs but Stage 1's and Stage 2's (adaptation)."""
+    return round(row["executed_runs"] - stage1_runs(row) - row["adaptation"], 4)  # optimization_runs' precision
+
+
+def charged_oracle(oracle: Mapping, learned: Mapping) -> float:
+    """The oracle's regret on its anytime curve at the cap minus the Stage 1 runs learned Optimas paid (same cell
+    and seed): the oracle as if it had paid that Stage 1."""
+    return regret_at(oracle["curve"], learned["cap"] - stage1_runs(learned), oracle["optimum"] - oracle["initial"])
+
+
+def matched_random(random: Mapping, learned: Mapping) -> float:
+    """Random reward's regret on its anytime curve at the runs learned Optimas spent in its loop (same cell and
+    seed): the same loop spend, neither paying a Stage 1 or a Stage 2."""
+    return regret_at(random["curve"], loop_runs(learned), random["optimum"] - random["initial"])
+
+
+def mean_runs(values: Sequence[float]) -> str:
+    return f"{round(statistics.fmean(values))}" if values else "-"
+
+
+def spent(runs: Sequence[Mapping]) -> tuple[str, str, str]:
+    """Mean executed runs of Stage 1, Stage 2 and the loop over `runs`."""
+    return tuple(mean_runs([f(r) for r in runs]) for f in (stage1_runs, lambda r: r["adaptation"], loop_runs))
+
+
+def paid_brackets(rows: Sequence[Mapping]) -> list[str]:
+    """Per cell, each bracket's regret beside the executed runs it paid (the table's own preface says which)."""
+    of = {(r["cell"], r["method"], r["seed"]): r for r in rows}
+    lines = ["Each bracket's regret (mean over seeds, seed-level 95% interval) beside what it paid: mean executed "
+             "runs of Stage 1 (collection and LRF training), Stage 2 (adaptation) and the loop. Learned Optimas is "
+             f"`{LEARNED}`. The free oracle pays no Stage 1. The charged oracle is the oracle's anytime curve read at the "
+             "cap minus the Stage 1 runs learned Optimas paid in the same cell and seed, as if the oracle had paid them "
+             "(charged, not run). Random reward has no Stage 1; at matched loop spend its curve is read at the executed "
+             "runs learned Optimas spent in its loop (its optimization runs minus its Stage 1 and Stage 2) in the same "
+             "cell and seed. A reading takes the configuration reached by then (`lrf` routers at their final picks, as "
+             f"in the anytime table). The exact-label LRF (`{EXACT_LABELS}`: `{' '.join(OFF_GRID[EXACT_LABELS])}`, off "
+             f"the committed grid, `{FILL} --methods {EXACT_LABELS}`) collects the same pairs at the same cost as "
+             "learned Optimas, each ordered by the exact expected reward of its candidates.", "",
+             "| cell | bracket | seeds | regret [95% CI] | Stage 1 runs | Stage 2 runs | loop runs |",
+             "|---|---|---|---|---|---|---|"]
+    for cell in CELLS:
+        got = {m: [of[k] for s in cell.seeds if (k := (cell.name, m, s)) in of]
+               for m in (LEARNED, ORACLE, EXACT_LABELS, RANDOM)}
+        if not any(got.values()):
+            continue
+        learned = {r["seed"]: r for r in got[LEARNED]}
+        charged = [(o, learned[o["seed"]]) for o in got[ORACLE] if o["seed"] in learned]
+        matched = [(r, learned[r["seed"]]) for r in got[RANDOM] if r["seed"] in learned]
+        brackets = [
+            ("learned Optimas", [r["regret"] for r in got[LEARNED]], spent(got[LEARNED])),
+            ("oracle, free", [r["regret"] for r in got[ORACLE]], spent(got[ORACLE])),
+            ("oracle, charged Optimas' Stage 1", [charged_oracle(o, lr) for o, lr in charged],
+             (f"{mean_runs([stage1_runs(lr) for _, lr in charged])} charged", "0",
+              f"read at {mean_runs([lr['cap'] - stage1_runs(lr) for _, lr in charged])}")),
+            ("exact-label LRF", [r["regret"] for r in got[EXACT_LABELS]], spent(got[EXACT_LABELS])),
+            ("random reward, full cap", [r["regret"] for r in got[RANDOM]], spent(got[RANDOM])),
+            ("random reward, matched loop spend", [matched_random(r, lr) for r, lr in matched],
+             ("0", "0", f"read at {mean_runs([loop_runs(lr) for _, lr in matched])}")),
+        ]
+        for name, regrets, paid in brackets:
+            measured = f"{with_interval(regrets)} | " + " | ".join(paid) if regrets else "not run | - | - | -"
+            lines.append(f"| {cell.name} | {name} | {len(regrets)} | {measured} |")
+    return lines
+
+
 def phase_map_report(rows: list[dict]) -> list[str]:
+    everything, rows = rows, [r for r in rows if r["method"] in METHODS]  # the grid's tables: its methods alone
     reg = regrets_of(rows)
     order = list(METHODS)
     lines = [f"Fill the grid: `{FILL}` (resumable: finished runs are skipped; `--cells`, `--methods`, `--seeds` "
@@ -488,8 +570,9 @@ def phase_map_report(rows: list[dict]) -> list[str]:
         best = best_global(reg, cell)
         lines.append(f"| {cell.name} | " + " | ".join(fmt(mean_of(reg, cell, m)) for m in BRACKETS)
                      + f" | {'-' if best is None else f'{best} {mean_of(reg, cell, best):.3f}'} |")
+    lines += ["", "## Brackets by what they paid", "", *paid_brackets(everything)]
     lines += ["", "## LRF test accuracy against the number of pairs", "",
-              *lrf_by_pairs(r["results"] for r in rows if r["method"] in METHODS)]
+              *lrf_by_pairs(r["results"] for r in rows)]
     return lines
 
 
@@ -649,7 +732,8 @@ def pick(names: str | None, known: Sequence[str], what: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", help="comma-separated cells, e.g. o4-K10-none (default: all)")
-    parser.add_argument("--methods", help="comma-separated methods (default: all)")
+    parser.add_argument("--methods", help="comma-separated methods (default: the grid's; also: "
+                                          f"{', '.join(OFF_GRID)})")
     parser.add_argument("--seeds", help="comma-separated seeds, within each cell's own (default: all)")
     parser.add_argument("--runs", default="docs/results/synthetic/phase-map",
                         help="where the run folders go, relative to the repository root")
@@ -659,7 +743,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cells_by_name = {c.name: c for c in CELLS}
     cells = [cells_by_name[n] for n in pick(args.cells, list(cells_by_name), "cell")]
-    methods = pick(args.methods, list(METHODS), "method")
+    methods = list(METHODS) if args.methods is None else pick(args.methods, list(RUNNABLE), "method")
     try:
         seeds = None if args.seeds is None else [int(s) for s in args.seeds.split(",") if s]
     except ValueError:

@@ -43,6 +43,46 @@ def test_every_method_of_a_cell_gets_the_cap_90k_and_an_iteration_limit_that_nev
             assert f"pipeline.options={cell.options}" in args and f"pipeline.interaction={cell.interaction}" in args
 
 
+def test_the_exact_label_method_is_runnable_with_its_cap_but_off_the_committed_grid(capsys):
+    assert bench.OFF_GRID == {"optimas_exact_labels": ["method=optimas", "lrf.collect.labels=exact"]}
+    assert not set(bench.OFF_GRID) & set(bench.METHODS)
+    args = bench.overrides(bench.HEADLINE_CELL, 0, "optimas_exact_labels")
+    assert "lrf.collect.labels=exact" in args and "budget.max_runs=2700" in args
+    bench.main(["--dry-run", "--cells", "o128-K30-on", "--methods", "optimas_exact_labels"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].startswith("5 runs in the slice") and all("lrf.collect.labels=exact" in x for x in lines[:-1])
+
+
+def _bracket_run(method: str, seed: int, curve: list, collection: float = 0.0, adaptation: float = 0.0,
+                 executed: float = 880.0, regret: float = 0.3) -> dict:
+    """A hand-made row of o4-K10-none (cap 900): initial regret 0.4."""
+    return {"cell": "o4-K10-none", "method": method, "seed": seed, "regret": regret, "optimum": 0.9, "initial": 0.5,
+            "executed_runs": executed, "cap": 900, "collection": collection, "LRF training": 0.0,
+            "adaptation": adaptation, "curve": curve}
+
+
+def test_the_charged_oracle_and_the_matched_random_reward_read_their_curves_at_what_optimas_paid():
+    learned = _bracket_run("optimas", 0, [], collection=400, adaptation=150)  # loop: 880 - 400 - 150 = 330
+    oracle = _bracket_run("optimas_oracle", 0, [[300, 0.3], [499, 0.2], [501, 0.1], [880, 0.05]])
+    random = _bracket_run("random_reward", 0, [[100, 0.35], [330, 0.25], [331, 0.2]])
+    assert bench.stage1_runs(learned) == 400 and bench.loop_runs(learned) == 330
+    assert bench.charged_oracle(oracle, learned) == 0.2  # read at 900 - 400 = 500
+    assert bench.matched_random(random, learned) == 0.25  # read at 330, the point itself included
+    stuck = _bracket_run("optimas", 0, [], collection=880)  # Stage 1 took (nearly) the whole cap
+    assert bench.charged_oracle(oracle, stuck) == bench.matched_random(random, stuck) == pytest.approx(0.4)
+
+    rows = [r for s in (0, 1, 2) for r in (
+        {**learned, "seed": s}, {**oracle, "seed": s}, {**random, "seed": s, "regret": 0.1, "executed_runs": 870}
+    )]
+    table = "\n".join(bench.paid_brackets(rows))
+    assert "| o4-K10-none | learned Optimas | 3 | 0.300 [0.300, 0.300] | 400 | 150 | 330 |" in table
+    assert "| o4-K10-none | oracle, charged Optimas' Stage 1 | 3 | 0.200 [0.200, 0.200] | 400 charged | 0 | read at 500 |" in table
+    assert "| o4-K10-none | exact-label LRF | 0 | not run | - | - | - |" in table
+    assert "| o4-K10-none | random reward, full cap | 3 | 0.100 [0.100, 0.100] | 0 | 0 | 870 |" in table
+    assert "| o4-K10-none | random reward, matched loop spend | 3 | 0.250 [0.250, 0.250] | 0 | 0 | read at 330 |" in table
+    assert "o4-K10-on" not in table  # a cell with none of the brackets' runs has no rows
+
+
 def test_the_curve_applies_tpe_entries_that_change_several_components_at_once():
     pipe = build(components=3, kinds="choice", options=4, input_types=1, test_size=20)
     inst, examples = pipe.instance, pipe.splits.test

@@ -24,6 +24,10 @@ value-input combinations it was not shown anyway, which is why it is trained at 
 balanced (every value is drawn equally often across the inputs, to within one) and seeded by the run
 seed, the collection's sample index and the component. `choices="enumerate"` runs every value on
 every input (exhaustive: its cost grows with the number of values, as coordinate ascent's does).
+
+Given `exact_reward` (lrf.collect.labels=exact, lrf/stage.py), the pairs are formed exactly as above, at the
+same cost, but each is ordered by the exact expected reward of its two candidates, and dropped when those
+tie: the LRF learns from the true order of the very pairs Monte Carlo labels, the labels' noise removed.
 """
 from __future__ import annotations
 
@@ -52,8 +56,11 @@ SAMPLES_PER_COLLECTION = 1 << 16  # sample indices one collection may use (candi
 
 CHOICE_MODES = ("sample", "enumerate")  # lrf.collect.choices
 CANDIDATE_TEMPERATURE = 1.0  # lrf.collect.temperature when the config leaves it out
+EXACT_TIE = 1e-12  # exact rewards this close have no order (as label_quality.label_agreement counts exact ties)
 
 MetricFn = Callable[[dict, dict], float]
+# E[global reward | the component received x and wrote y], the rest under the configuration: (component, config, x, y)
+ExactReward = Callable[[str, SystemConfig, dict, dict], float]
 
 
 def as_metric(metric: Metric | MetricFn) -> Metric:
@@ -183,6 +190,7 @@ def collect_pairs(
     diverse: bool = True,
     downstream_temperature: float | None = None,
     choices: str = "sample",
+    exact_reward: ExactReward | None = None,
     stats: dict | None = None,
 ) -> list[PreferencePair]:
     """Preference pairs for one component over `examples` (see the module docstring).
@@ -192,8 +200,9 @@ def collect_pairs(
     PROMPT/WEIGHTS components draw `num_candidates` samples at `temperature`, keeping distinct
     outputs only when `diverse`. NONE components have nothing to optimize and yield no pairs. Downstream runs decode at `downstream_temperature` (None:
     the run's own); `mc_repeats` drops to 1 when nothing downstream can vary at it. Two candidates
-    with identical outputs never form a pair (there is nothing to rank); `stats`, if given, is
-    updated with counts of examples, candidates, pairs, near-ties and the repeats run.
+    with identical outputs never form a pair (there is nothing to rank). `exact_reward`, if given, orders
+    each pair instead of the Monte Carlo means (module docstring). `stats`, if given, is updated with counts
+    of examples, candidates, pairs, near-ties, exact ties and the repeats run.
     """
     if component_name not in system.components:
         raise UserError(f"no component named {component_name!r}", f"choose one of {list(system.components)}")
@@ -245,9 +254,12 @@ def collect_pairs(
             scores[a][j].append(reward)
 
     pairs: list[PreferencePair] = []
-    near_ties = identical = 0
+    near_ties = identical = exact_ties = 0
     for a, (_, x_k) in enumerate(active):
         means = [statistics.fmean(s) for s in scores[a] if s]
+        exact = (None if exact_reward is None or len(means) < 2
+                 else [exact_reward(component_name, config, x_k, y) for y in candidates[a]])
+        order = means if exact is None else exact  # what orders a pair
         for p, q in combinations(range(len(means)), 2):
             if _same_output(candidates[a][p], candidates[a][q]):
                 identical += 1
@@ -255,13 +267,16 @@ def collect_pairs(
             if abs(means[p] - means[q]) <= epsilon:
                 near_ties += 1
                 continue
-            hi, lo = (p, q) if means[p] > means[q] else (q, p)
+            if exact is not None and abs(exact[p] - exact[q]) < EXACT_TIE:
+                exact_ties += 1
+                continue
+            hi, lo = (p, q) if order[p] > order[q] else (q, p)
             meta = {}
             if comp.kind is ConfigKind.CHOICE:
                 meta = {"chosen_value": values[a][hi], "rejected_value": values[a][lo]}
             pairs.append(
                 PreferencePair(component_name, dict(x_k), dict(candidates[a][hi]), dict(candidates[a][lo]),
-                               means[hi], means[lo], meta)
+                               order[hi], order[lo], meta)
             )
     ctx.ledger.record_pairs(component_name, len(pairs), ctx.phase)
     if stats is not None:
@@ -269,6 +284,8 @@ def collect_pairs(
         stats["candidates"] = stats.get("candidates", 0) + sum(len(c) for c in candidates)
         stats["pairs"] = stats.get("pairs", 0) + len(pairs)
         stats["near_ties"] = stats.get("near_ties", 0) + near_ties
+        if exact_reward is not None:
+            stats["exact_ties"] = stats.get("exact_ties", 0) + exact_ties
         stats["identical_outputs"] = stats.get("identical_outputs", 0) + identical
         stats["mc_repeats"] = repeats  # what was run, not what was asked for
         if comp.kind is ConfigKind.CHOICE:  # how many of the choice's values the candidates covered

@@ -24,7 +24,8 @@ PAIR_FIELDS = ("component", "context", "chosen", "rejected", "chosen_score", "re
 @dataclass
 class PreferencePair:
     """For `component` and its inputs `context`, output `chosen` led to a higher expected global
-    reward (`chosen_score`, a Monte Carlo mean) than output `rejected` (`rejected_score`)."""
+    reward (`chosen_score`, a Monte Carlo mean; lrf.collect.labels=exact: the exact one) than output `rejected`
+    (`rejected_score`)."""
 
     component: str
     context: dict

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from optimas_cli.errors import UserError
 from optimas_cli.lm.sampling_check import check_sampling
 from optimas_cli.lrf.buffer import ReplayBuffer
 from optimas_cli.lrf.collect import (
@@ -56,11 +57,27 @@ def collect_settings(lrf_cfg: Mapping) -> dict:
     return dict(lrf_cfg.get("collect") or {})
 
 
+def collect_options(pipeline: Pipeline, lrf_cfg: Mapping) -> dict:
+    """lrf.collect as collect_all's keyword arguments. `labels`: mc (the Monte Carlo means, the default) or exact
+    (each pair ordered by the pipeline's `exact_output_reward`, which only a pipeline that can compute the exact
+    expected reward of an output has: pipelines/synthetic/system.py); any other pipeline is refused here, before
+    its collection runs."""
+    options = collect_settings(lrf_cfg)
+    if options.pop("labels", "mc") == "exact":
+        options["exact_reward"] = getattr(pipeline, "exact_output_reward", None)
+        if options["exact_reward"] is None:
+            raise UserError(f"lrf.collect.labels=exact needs a pipeline that computes the exact expected reward of an "
+                            f"output; {pipeline.name!r} does not",
+                            "use it with pipeline=synthetic, or keep the Monte Carlo labels (lrf.collect.labels=mc)")
+    return options
+
+
 def collect_initial_pairs(
     pipeline: Pipeline, config: SystemConfig, examples: Sequence[dict], ctx: RunContext, folder: RunFolder,
     lrf_cfg: Mapping, console: Console | None = None,
 ) -> list[PreferencePair]:
     """Preference pairs for every optimizable component; a killed collection resumes per component."""
+    options = collect_options(pipeline, lrf_cfg)
     done: list[str] = folder.read_json(COLLECTED_FILE, {"components": []})["components"]
     todo = [n for n in optimizable_components(pipeline.system) if n not in done]
     stats = folder.read_json("collect_stats.json", {})
@@ -81,11 +98,11 @@ def collect_initial_pairs(
                                                               lrf_cfg, ctx)})
 
     if todo:
-        check_sampling(pipeline.system, ctx, float(collect_settings(lrf_cfg).get("temperature", CANDIDATE_TEMPERATURE)),
+        check_sampling(pipeline.system, ctx, float(options.get("temperature", CANDIDATE_TEMPERATURE)),
                        "stage 1's candidates", console)  # before the first candidate: can they differ at all?
         with ctx.ledger.timed(COLLECTION_PHASE):
             collect_all(pipeline.system, config, examples, ctx.replace(phase=COLLECTION_PHASE), pipeline.metric,
-                        components=todo, on_pairs=persist, stats=stats, before=fits, **collect_settings(lrf_cfg))
+                        components=todo, on_pairs=persist, stats=stats, before=fits, **options)
     # Pairs of a component whose collection was cut short are not marked done: drop them.
     pairs = load_pairs(folder.file(PAIRS_FILE)) if folder.file(PAIRS_FILE).exists() else []
     return [p for p in pairs if p.component in done]
@@ -280,7 +297,7 @@ class Stage2:
         with ctx.ledger.timed("adaptation"):
             fresh = collect_all(self.pipeline.system, config, fresh_inputs,
                                 ctx.replace(lrf=self.lrf, sample_index=sample_index),
-                                self.pipeline.metric, components=names, **collect_settings(self.lrf_cfg))
+                                self.pipeline.metric, components=names, **collect_options(self.pipeline, self.lrf_cfg))
             flat = [p for ps in fresh.values() for p in ps]
             moved = self.scores_changed_by(names)
             with ctx.ledger.computing("lrf_training"), \

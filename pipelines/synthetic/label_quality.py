@@ -12,7 +12,7 @@ exact rewards are equal have no order and are left out (counted as `exact_ties`)
 
 collects Stage 1 on every setting of the committed grid (GRID) with the run's own collection settings
 (conf/lrf/minilm.yaml `collect`, 1x the runs) and writes `label_quality.csv` (a row per setting, instance
-and component) and `README.md` (the table, generated). `--lrf` adds the learned reward's side on
+and component) and `README.md` (the table, generated). `--part lrf` adds the learned reward's side on
 LRF_GRID: an LRF trained as the phase map trains it (MiniLM heads, on the Stage 1 pairs of budget=synthetic's
 10 training inputs) orders the labelled pairs of one fresh shared-noise collection on 100 validation inputs (the
 same pairs whatever noise the LRF was trained under), and its order

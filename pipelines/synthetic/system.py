@@ -1,11 +1,15 @@
-"""`pipeline=synthetic`: the simulator as a Pipeline, with its optimum in `pipeline.info` and its perfect
-local reward in `pipeline.local_reward_oracle` (what `lrf=oracle` scores with)."""
+"""`pipeline=synthetic`: the simulator as a Pipeline, with its optimum in `pipeline.info`, its perfect
+local reward in `pipeline.local_reward_oracle` (what `lrf=oracle` scores with) and the exact expected
+reward of one output in `pipeline.exact_output_reward` (what `lrf.collect.labels=exact` orders pairs by)."""
 from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
 
 import numpy as np
 
 from optimas_cli.errors import UserError
-from optimas_cli.system import CompoundSystem, Metric, Pipeline, Splits
+from optimas_cli.system import LRF_ROUTE, CompoundSystem, Metric, Pipeline, Splits, route_of
 from pipelines.synthetic import exact
 from pipelines.synthetic.components import SimulatedComponent, request_text, solid_share
 from pipelines.synthetic.spec import draw_instance
@@ -22,6 +26,18 @@ def examples(instance, n: int, split: str, seed: int) -> list[dict]:
 
 
 MAX_SPLIT = 999  # request numbers are unique across splits (1000 per split)
+
+
+def exact_output_reward(instance, component: str, config: Mapping, x: dict, y: dict) -> float:
+    """E[reward | component received x and wrote y], the rest under `config` (label_quality.exact_given_output);
+    a router on its `lrf` route picks optimally given the rest, as lrf=oracle's does (its picks depend on a
+    learned model the exact order knows nothing of)."""
+    # label_quality imports this module (build): imported once both exist
+    from pipelines.synthetic.label_quality import exact_given_output
+
+    free = {name: {"route": "best"} if route_of(value) == LRF_ROUTE["route"] else value
+            for name, value in config.items()}
+    return exact_given_output(instance, free, component, x, y)
 
 
 def build(data_dir=None, components: int = 10, shape: str = "chain", kinds: str = "mix", options: int = 4,
@@ -57,4 +73,5 @@ def build(data_dir=None, components: int = 10, shape: str = "chain", kinds: str 
     pipeline = Pipeline(name="synthetic", system=system, splits=splits, metric=reward, info=info)
     pipeline.instance = inst  # for exact.expected_* (scripts/synthetic_benchmark.py, tests)
     pipeline.local_reward_oracle = exact.LocalRewardOracle(inst)  # optimas_cli/lrf/oracle.py
+    pipeline.exact_output_reward = partial(exact_output_reward, inst)  # optimas_cli/lrf/stage.py collect_options
     return pipeline
