@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import itertools
+import json
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -201,7 +202,7 @@ def summary(rows: Sequence[dict], grid: Mapping = GRID) -> list[dict]:
     return out
 
 
-LABELS_CSV, LRF_CSV = "label_quality.csv", "lrf_quality.csv"
+LABELS_CSV, LRF_CSV, LM_JSON = "label_quality.csv", "lrf_quality.csv", "embedded-lm.json"
 
 
 def write_csv(rows: Sequence[dict], path: Path) -> None:
@@ -259,7 +260,29 @@ def render(folder: Path, command: str) -> str:
             lines.append(f"| {s['components']} | {s['interaction']} | {s['metric']} | {s['paired_noise']} | "
                          f"{s['trained_pairs']:,} | {s['ordered']:,} | {s['agreement']:.3f} [{s['low']:.3f}, {s['high']:.3f}] | "
                          f"{s['worst_component']:.3f} | {s['median_component']:.3f} |")
+    if (folder / LM_JSON).exists():
+        lines += embedded_lm_lines(json.loads((folder / LM_JSON).read_text()))
     return "\n".join(lines) + "\n"
+
+
+def embedded_lm_lines(lm: Mapping) -> list[str]:
+    """The same comparison on a real pipeline with the embedded LM (scripts/paired_noise_lm.py wrote `lm`)."""
+    s = lm["settings"]
+    lines = ["", "## The embedded LM on a real pipeline", "",
+             f"`{lm['command']}` ({lm['seconds'] / 60:.0f} min on 2 shared CPU cores): {s['pipeline']} with {s['lm']}, "
+             f"the {s['component']}'s Stage 1 candidates on {s['inputs']} training questions ({s['candidates']} samples at "
+             f"{s['candidate_temperature']}), the solver downstream sampled at {s['downstream_temperature']}; labels from "
+             f"{s['label_repeats']} repeats (1x the runs), checked against the order of {s['reference_repeats']} "
+             "independent repeats of their own (pairs it ties left out). Identical: the share of (candidate pair, repeat) "
+             "whose two downstream answers, or rewards, are the same.", "",
+             "| paired noise | identical answers | identical rewards | labelled pairs | agreement with the reference [95% CI] |",
+             "|---|---|---|---|---|"]
+    for noise in ("independent", "shared"):
+        r = lm[noise]
+        low, high = r["agreement_95ci"]
+        lines.append(f"| {noise} | {r['identical_solver_answer']:.3f} | {r['identical_reward']:.3f} | {r['labelled_pairs']} | "
+                     f"{r['agreement_with_reference']:.3f} [{low:.3f}, {high:.3f}] ({r['pairs_the_reference_orders']} pairs) |")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> None:
