@@ -7,10 +7,17 @@ libraries, and the failures grouped by reason (exception type or sandbox status)
     python scripts/check_bigcodebench_harness.py                       # all 1,140 tasks
     python scripts/check_bigcodebench_harness.py --limit 50 --json-out outputs/bcb_check.json
     python scripts/check_bigcodebench_harness.py --agreement 60 --seed 0  # verdicts vs plain unittest
+    python scripts/check_bigcodebench_harness.py --classify --write-table  # which tasks are judged out of process
 
 --agreement N takes N seeded runnable tasks, each as canonical / `return None` / altered return
 value, and compares the harness's verdicts with BigCodeBench's own rule run without a sandbox
-(load TestCases, run them, pass iff none failed or erred) in a fresh interpreter as this user.
+(load TestCases, run them, pass iff none failed or erred) in a fresh interpreter as this user; each
+verdict comes from the judge the task gets by default (judges.py), counted per judge.
+
+--classify runs every runnable task's reference solution under both judges and says which tasks
+the out-of-process judge can judge: none of its tests' static reasons, and the reference passes
+there as it passes in process (no value failing to cross). --write-table stores those tasks'
+test hashes in pipelines/bigcodebench/out_of_process.json, which judges.py reads.
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from optimas_cli.sandbox import SandboxLimits, probe_isolation  # noqa: E402
 from pipelines.bigcodebench.data import load_tasks, task_missing_libs  # noqa: E402
 from pipelines.bigcodebench.execution import SuiteOutcome, run_suites  # noqa: E402
+from pipelines.bigcodebench.judges import IN_PROCESS, OUT_OF_PROCESS, VERIFIED, static_reason, suite_hash  # noqa: E402
 
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit|Interrupt|Warning))\b", re.MULTILINE)
 
@@ -116,9 +124,46 @@ def agreement(tasks: list[dict], count: int, seed: int, limits: SandboxLimits, w
     differ = [(p, o, t) for p, o, t in judged if o.passed != t]
     print(f"\nagreement with plain unittest: {len(judged) - len(differ)} of {len(judged)} verdicts "
           f"({len(programs) - len(judged)} timed out there; {time.monotonic() - start:.0f} s)")
+    for judge in (OUT_OF_PROCESS, IN_PROCESS):
+        mine = [(p, o, t) for p, o, t in judged if o.judge == judge]
+        print(f"  {judge}: {sum(o.passed == t for _, o, t in mine)} of {len(mine)} verdicts agree")
     for (task, name, _), outcome, theirs_passed in differ:
         print(f"  {task['task_id']} {name}: harness {outcome.status}, unittest {'passed' if theirs_passed else 'failed'}"
               f" ({reason(outcome)})")
+    return 0
+
+
+def classify(tasks: list[dict], limits: SandboxLimits, workers: int | None, write: bool) -> int:
+    """Which runnable tasks the out-of-process judge takes (see the module docstring), and why not the others."""
+    start = time.monotonic()
+    why = {t["task_id"]: static_reason(t["test"]) for t in tasks}
+    candidates = [t for t in tasks if not why[t["task_id"]]]
+    pairs = [(t["code_prompt"] + t["canonical_solution"], t["test"]) for t in candidates]
+    outside = run_suites(pairs, limits, workers, judges=[OUT_OF_PROCESS] * len(pairs))
+    inside = run_suites(pairs, limits, workers, judges=[IN_PROCESS] * len(pairs))
+    table = {}
+    for task, out, into in zip(candidates, outside, inside, strict=True):
+        if out.passed and into.passed:
+            table[task["task_id"]] = suite_hash(task["test"])
+        elif into.passed:
+            kinds = sorted({f["kind"] for f in out.failures}) or [out.status]
+            why[task["task_id"]] = f"its reference fails out of process ({', '.join(kinds)}), passes in process"
+        else:
+            why[task["task_id"]] = f"its reference fails in process too ({reason(into)})"
+    print(f"\nout of process: {len(table)} of {len(tasks)} runnable tasks ({len(table) / max(1, len(tasks)):.1%}); "
+          f"{time.monotonic() - start:.0f} s")
+    reasons = Counter(re.sub(r" \(.*", "", w) if "in process too" in w else w for w in why.values() if w)
+    for text, count in reasons.most_common():
+        print(f"  {count:4d}  in process: {text}")
+    lost = [t for t, out, into in zip(candidates, outside, inside, strict=True) if into.passed and not out.passed]
+    print(f"references that pass in process: {sum(o.passed for o in inside)} of {len(candidates)} candidates; "
+          f"{len(lost)} of them fail out of process and stay in process: "
+          f"{', '.join(t['task_id'].split('/')[-1] for t in lost[:40])}")
+    if write:
+        VERIFIED.write_text(json.dumps({"about": "tasks judged out of process (judges.py): task id -> tests' sha256, "
+                                                 "written by scripts/check_bigcodebench_harness.py --classify",
+                                        "tests_sha256": table}, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"wrote {VERIFIED}")
     return 0
 
 
@@ -134,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agreement", type=int, default=None, metavar="N",
                     help="compare verdicts with plain unittest on N seeded tasks x 3 variants instead")
     ap.add_argument("--seed", type=int, default=0, help="which tasks --agreement takes")
+    ap.add_argument("--classify", action="store_true", help="say which tasks the out-of-process judge takes")
+    ap.add_argument("--write-table", action="store_true", help="with --classify: store them for judges.py")
     args = ap.parse_args(argv)
 
     tasks = load_tasks(args.data_dir)[: args.limit]
@@ -146,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     limits = SandboxLimits(wall_seconds=args.timeout, memory_mb=args.memory_mb, output_bytes=65536)
     print(f"{len(tasks)} tasks: {len(runnable)} runnable, {len(skipped)} skipped for missing libraries", flush=True)
     print(f"sandbox isolation: {probe_isolation()}", flush=True)
+    if args.classify:
+        return classify(runnable, limits, args.workers, args.write_table)
     if args.agreement:
         return agreement(runnable, args.agreement, args.seed, limits, args.workers)
 
@@ -167,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     rate = passed / len(runnable) if runnable else 0.0
     print(f"\nreference pass rate: {passed}/{len(runnable)} = {rate:.1%} of runnable tasks "
           f"({time.monotonic() - start:.0f} s, {args.timeout:.0f} s limit per task)")
+    print(f"verdicts per judge: {dict(Counter(o.judge for o in outcomes))}")
     libs = Counter(lib for absent in skipped.values() for lib in absent)
     print(f"skipped for missing libraries: {len(skipped)} {dict(libs.most_common())}")
     print("failures by reason:")
@@ -176,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps({
             "pass_rate": rate, "passed": passed, "runnable": len(runnable), "skipped": skipped,
-            "outcomes": {t["task_id"]: {"status": o.status, "reason": reason(o), "tests_run": o.tests_run,
+            "outcomes": {t["task_id"]: {"status": o.status, "judge": o.judge, "reason": reason(o), "tests_run": o.tests_run,
                                         "failures": o.failures, "error": o.error, "duration": o.duration}
                          for t, o in zip(runnable, outcomes, strict=True)},
         }, indent=1))

@@ -1,7 +1,9 @@
 """Running a solution against unit tests in the sandbox, as the official BigCodeBench harness does.
 
-The solution and the tests are concatenated and executed as one module named `__test__` in a
-fresh, empty working directory (harness.py, inside the sandbox). The tests to run are read here
+Each suite gets one of two judges (judges.py says which): out of process (judge.py, inside the
+sandbox: the tests run in a process where no code of the solution runs, calling it across a
+by-value channel), or in process (harness.py: the solution and the tests concatenated and executed
+as one module named `__test__`, watched by an audit hook), both in a fresh, empty working directory. The tests to run are read here
 from the test source (suite_plan.py), never from the sandboxed process, and the verdict comes
 back on the sandbox's report channel (not stdout, which the code may flood) as records keyed with
 a per-run secret. A run passes only when every planned test reported a pass, no record was forged
@@ -24,9 +26,12 @@ from pathlib import Path
 
 from optimas_cli.sandbox import ERROR, FAILED, MEMORY, PASSED, TIMEOUT, SandboxJob, SandboxLimits, run_many
 from optimas_cli.sandbox.results import SandboxResult
+from pipelines.bigcodebench.judges import OUT_OF_PROCESS, judge_for
 from pipelines.bigcodebench.suite_plan import SuitePlan, plan_suite
 
-HARNESS = Path(__file__).with_name("harness.py")  # runs inside the sandbox as main.py
+HARNESS = Path(__file__).with_name("harness.py")  # the in-process judge: runs inside the sandbox as main.py
+JUDGE = Path(__file__).with_name("judge.py")  # the out-of-process judge, main.py in its turn
+CROSSING = Path(__file__).with_name("crossing.py")  # its by-value channel, beside it
 
 
 @dataclass
@@ -39,6 +44,7 @@ class SuiteOutcome:
     failures: list[dict] = field(default_factory=list)  # {"test", "kind", "trace"}, at most 10
     error: str = ""  # why the code could not be loaded, or the sandbox's account of its end
     duration: float = 0.0
+    judge: str = ""  # which judge gave the verdict: out-of-process | in-process (judges.py)
 
     @property
     def passed(self) -> bool:
@@ -66,14 +72,20 @@ class SuiteCheck:
 
     key: bytes
     plan: SuitePlan
+    judge: str
 
 
-def suite_job(code: str, tests: str, limits: SandboxLimits) -> tuple[SandboxJob, SuiteCheck]:
-    """The sandbox job that runs `tests` against `code`, and what its verdict is checked against."""
-    check = SuiteCheck(secrets.token_bytes(32), plan_suite(tests))
+def suite_job(code: str, tests: str, limits: SandboxLimits, judge: str = "") -> tuple[SandboxJob, SuiteCheck]:
+    """The sandbox job that runs `tests` against `code` under `judge` (default: judges.judge_for), and
+    what its verdict is checked against."""
+    judge = judge or judge_for(tests)
+    check = SuiteCheck(secrets.token_bytes(32), plan_suite(tests), judge)
     files: dict[str, str | bytes] = {"solution.py": code, "tests.py": tests, "key": check.key,
                                      "plan.json": json.dumps(check.plan.to_json()), **matplotlib_cache()}
-    return SandboxJob(source=HARNESS.read_text(encoding="utf-8"), files=files, limits=limits), check
+    if judge == OUT_OF_PROCESS:
+        files["crossing.py"] = CROSSING.read_text(encoding="utf-8")
+    source = (JUDGE if judge == OUT_OF_PROCESS else HARNESS).read_text(encoding="utf-8")
+    return SandboxJob(source=source, files=files, limits=limits), check
 
 
 def read_records(channel: bytes, key: bytes) -> tuple[list[list[str]], str]:
@@ -98,6 +110,12 @@ def read_records(channel: bytes, key: bytes) -> tuple[list[list[str]], str]:
 
 def read_outcome(result: SandboxResult, check: SuiteCheck) -> SuiteOutcome:
     """The verdict from the harness's authenticated records, checked against the planned tests."""
+    outcome = _verdict(result, check)
+    outcome.judge = check.judge
+    return outcome
+
+
+def _verdict(result: SandboxResult, check: SuiteCheck) -> SuiteOutcome:
     duration = result.duration
     records, forged = read_records(result.channel, check.key)
     if forged:
@@ -148,8 +166,8 @@ class OutcomeCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(code: str, tests: str, limits: SandboxLimits) -> str:
-        return hashlib.sha256(f"{limits!r}\0{code}\0{tests}".encode()).hexdigest()
+    def key(code: str, tests: str, limits: SandboxLimits, judge: str) -> str:
+        return hashlib.sha256(f"{limits!r}\0{judge}\0{code}\0{tests}".encode()).hexdigest()
 
     def get(self, key: str) -> SuiteOutcome | None:
         with self._lock:
@@ -172,19 +190,22 @@ def run_suites(
     limits: SandboxLimits,
     workers: int | None = None,
     cache: OutcomeCache | None = None,
+    judges: Sequence[str] | None = None,
 ) -> list[SuiteOutcome]:
-    """Run each (code, tests) pair in its own sandbox, in parallel (default: one per core)."""
+    """Run each (code, tests) pair in its own sandbox, in parallel (default: one per core), each under
+    its judge (default: the one judges.judge_for gives its tests)."""
+    judges = list(judges) if judges is not None else [judge_for(tests) for _, tests in pairs]
     outcomes: list[SuiteOutcome | None] = [None] * len(pairs)
     todo, keys = [], {}
     for i, (code, tests) in enumerate(pairs):
-        key = OutcomeCache.key(code, tests, limits)
+        key = OutcomeCache.key(code, tests, limits, judges[i])
         hit = cache.get(key) if cache is not None else None
         if hit is not None:
             outcomes[i] = hit
         else:
             keys[i] = key
             todo.append(i)
-    jobs = [suite_job(pairs[i][0], pairs[i][1], limits) for i in todo]
+    jobs = [suite_job(pairs[i][0], pairs[i][1], limits, judges[i]) for i in todo]
     results = run_many([job for job, _ in jobs], workers=workers) if jobs else []
     for i, (_, check), result in zip(todo, jobs, results, strict=True):
         outcomes[i] = read_outcome(result, check)

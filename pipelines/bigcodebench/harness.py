@@ -26,7 +26,11 @@ each planned test's code objects, compiled here from the tests' source); after t
 statements ran (before the tests' did), after the tests loaded and after each test it compares
 them with `is`, and any difference is tampering. Setting a trace or profile function, adding an
 audit hook or looking up the interpreter's C API with ctypes is tampering the moment it happens.
-See README.md in optimas_cli/sandbox for what this cannot stop. Standard library only.
+The hook runs with the garbage collector off and every signal held, so no finalizer, gc callback
+or signal handler of the solution runs while its frames (whose free variables reach the journal)
+are on the stack. This is the in-process judge, the fallback for tasks the out-of-process judge
+(judge.py) cannot take; docs/bigcodebench_judge.md says what each guarantees, and README.md in
+optimas_cli/sandbox what this one cannot stop. Standard library only.
 """
 import __future__
 
@@ -155,13 +159,15 @@ def _self_judging(value):
 
 
 def _strict(original):
-    """`original`, failing first when one side is a plain builtin value and the other holds an object
-    whose equality the code under test decides (it could say "equal" to anything)."""
+    """`original`, failing first when one side holds an object whose equality the code under test
+    decides (it could say "equal" to anything) and the other side none: a plain builtin value, or a
+    library's (Counter, OrderedDict, Decimal, date, a numpy scalar, whose __eq__ defers to the other
+    side's when it does not know the type)."""
 
     def check(self, first, second, *args, **kwargs):
         for plain, other in ((first, second), (second, first)):
             culprit = _self_judging(other)
-            if culprit is not None and all(type(item) in PLAIN for item in _inside(plain)):
+            if culprit is not None and _self_judging(plain) is None:
                 raise self.failureException(
                     f"{type(culprit).__name__!s} decides its own equality (its __eq__ is the code's own), "
                     f"so comparing it with a {type(plain).__name__} checks nothing")
@@ -227,9 +233,37 @@ def _guard_should_stop():
                     raise AssertionError("the code raised unittest's internal _ShouldStop, which would end "
                                          "the test silently") from None
                 raise
+            except BaseException:
+                if self.expecting_failure and not _marked_expected(test_case):
+                    self.expecting_failure = False  # set by the code, not the tests: the failure stands
+                raise
 
     part_executor.__wrapped__ = original  # where _codes_of finds unittest's own code, which reports failures
     outcome.testPartExecutor = contextlib.contextmanager(part_executor)
+
+
+def _marked_expected(test):
+    method = getattr(test, getattr(test, "_testMethodName", ""), None)
+    return bool(getattr(method, "__unittest_expecting_failure__", False) or getattr(test, "__unittest_expecting_failure__", False))
+
+
+def _library_functions(dotted_names):
+    """[(module name, its namespace, {attribute: value})] for the library functions, classes and modules
+    the tests use (`numpy.testing.assert_array_equal` -> numpy.testing's assert_array_equal), imported
+    now, before the solution could rebind them; names that do not import are left out."""
+    found = {}
+    for dotted in dotted_names:
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            try:
+                module = importlib.import_module(".".join(parts[:cut]))
+            except Exception:  # noqa: BLE001 - not a module (or not importable here): a shorter prefix
+                continue
+            value = vars(module).get(parts[cut])
+            if callable(value) or isinstance(value, types.ModuleType):
+                found.setdefault(module.__name__, (vars(module), {}))[1][parts[cut]] = value
+            break
+    return [(name, namespace, names) for name, (namespace, names) in found.items()]
 
 
 def _namespace_versions(classes):
@@ -363,6 +397,36 @@ def _integrity_checks(originals, trusted, tamper, exact_str_keys):
     return check, check_test
 
 
+def _memory_path_check(tamper):
+    """Whether an opened path is a process's memory (/proc/<pid>/mem), however it is written: bytes,
+    `//proc/self/mem`, a symlink to it, a pathlib path, or `mem` relative to a folder (dir_fd). A path
+    of another type could only be read by running its own code (__fspath__), so it is refused."""
+    _type, _str, _bytes, _int, fsdecode, realpath = type, str, bytes, int, os.fsdecode, os.path.realpath
+    import pathlib
+
+    pure_paths, _list, join = (pathlib.PosixPath, pathlib.PurePosixPath), list, "/".join
+    # A pathlib path's parts, read from its slots (Python 3.11's layout) without calling its methods.
+    root_of, parts_of = vars(pathlib.PurePath)["_root"].__get__, vars(pathlib.PurePath)["_parts"].__get__
+
+    def is_memory(path):
+        kind = _type(path)
+        if kind is _int:
+            return False  # an open descriptor, itself opened through this check
+        if kind in pure_paths:
+            root, parts = root_of(path), parts_of(path)
+            if _type(root) is not _str or _type(parts) is not _list:
+                tamper("a pathlib path whose parts were rewritten was opened")
+            path = root + join(parts[1:]) if root else join(parts)
+        elif kind is _bytes:
+            path = fsdecode(path)
+        elif kind is not _str:
+            tamper(f"a path of type {kind.__name__} was opened (the harness reads only str, bytes and pathlib paths)")
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        return name == "mem" and (not path.startswith("/") or realpath(path).startswith("/proc/"))
+
+    return is_memory
+
+
 def _seal(plan, journal, tests_code):
     """Install the hook that alone writes records (see the module docstring) into `journal`:
     (address of the mapping, ctypes.memmove, the pipe that wakes the judge, the pipe it answers on).
@@ -375,7 +439,10 @@ def _seal(plan, journal, tests_code):
     _object, _assertion_error, ok_kinds, _any, _dict = object, AssertionError, OK_KINDS, any, dict
     inspection_events, exit_failed = INSPECTION_EVENTS, EXIT_FAILED
     main_thread = get_ident()
-    outcome_class = unittest.case._Outcome
+    sigmask, sig_block, sig_setmask, every_signal = signal.pthread_sigmask, signal.SIG_BLOCK, signal.SIG_SETMASK, signal.valid_signals()
+    gc_isenabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
+    outcome_class, result_class = unittest.case._Outcome, Result
+    pristine_equality = dict(vars(unittest.TestCase())["_type_equality_funcs"])
     case_names = {n for n, v in vars(unittest.TestCase).items() if callable(v) or isinstance(v, classmethod | staticmethod)}
     case_names.add("failureException")
     # What every class may hold without having written it: what TestCase.__init_subclass__ sets
@@ -394,6 +461,8 @@ def _seal(plan, journal, tests_code):
     changed_classes = _namespace_versions([cls for cls, _ in snapshots])
     trusted = _codes_of([vars(sys.modules[m]) for m in harness_modules] + [globals()], getframe())
     originals = _originals(tests_code, plan, harness_modules)
+    originals["namespaces"] += _library_functions(plan["library_attributes"])  # math.isclose, np.testing...
+    tests_codes = originals["tests_codes"]
     originals["namespaces"].append(("the harness", globals(), dict(globals())))  # this file's functions and classes
     guarded_code_owners = {_id(f) for name in harness_modules for v in vars(sys.modules[name]).values()
                            for f in ([v] + (list(vars(v).values()) if isinstance(v, type) else []))
@@ -405,8 +474,9 @@ def _seal(plan, journal, tests_code):
         ("skip", "addSkip"), ("expected failure", "addExpectedFailure"),
         ("unexpected success", "addUnexpectedSuccess"))}
     own_names = {cls: set(names) for cls, names in plan["own_names"].items()}
+    imported_names = list(plan["imported_names"])
     tests = [tuple(t) for t in plan["tests"]]
-    state = {"seq": 0, "next": 0, "test": None, "outcomes": [], "classes": None, "length": 0}
+    state = {"seq": 0, "next": 0, "test": None, "outcomes": [], "classes": None, "length": 0, "finished": []}
     capacity = JOURNAL_BYTES - 8
 
     def record(*fields):
@@ -458,8 +528,11 @@ def _seal(plan, journal, tests_code):
             for klass in cls.__mro__:
                 if attr in _vars(klass):
                     found = _vars(klass)[attr]
-                    if _id(klass) in guarded_classes and found is not pristine[attr]:
-                        tamper(f"unittest.TestCase.{attr} was replaced")
+                    if _id(klass) in guarded_classes:
+                        if found is not pristine[attr]:
+                            tamper(f"unittest.TestCase.{attr} was replaced")
+                    elif attr not in own_names.get(klass.__name__, ()):  # whatever its type: a partial, a descriptor
+                        tamper(f"{klass.__name__}.{attr} was set, and the tests did not define it")
                     break
 
     def check_snapshots():
@@ -482,8 +555,19 @@ def _seal(plan, journal, tests_code):
                     attr == "failureException" and value is not _assertion_error):
                 tamper(f"the test's own {attr} was replaced")
         equality = _vars(test).get("_type_equality_funcs", {})
-        if _type(equality) is not _dict or _any(_type(v) is not _str or v not in case_names for v in equality.values()):
+        # unittest's own, or a function the tests registered (addTypeEqualityFunc): never another name
+        # of TestCase, which would check nothing (int -> 'assertIsNotNone').
+        if _type(equality) is not _dict or _any(v is not pristine_equality.get(k) and not tests_own(v, test)
+                                                for k, v in equality.items()):
             tamper("assertEqual's type-specific checks were replaced")
+
+    def tests_own(check, test):
+        """A function (or method) compiled from the tests' source, or the name of one the tests' class defines."""
+        if _type(check) is types.MethodType:
+            check = check.__func__
+        if _type(check) is types.FunctionType:
+            return _id(check.__code__) in tests_codes
+        return _type(check) is _str and check in own_names.get(_type(test).__name__, ())
 
     def on_outcome(event, args):
         kind, test, trace = args
@@ -493,19 +577,34 @@ def _seal(plan, journal, tests_code):
         # A failed subtest can only fail its test, so it is taken from anywhere (unittest reports it
         # from within the test method's own frame); an outcome that may pass a test is checked.
         if event != "optimas.subtest":
-            check_caller(result_codes.get(kind), 3)  # 0 check_caller, 1 on_outcome, 2 hook, 3 the Result method
+            check_caller(result_codes.get(kind), 4)  # 0 check_caller, 1 on_outcome, 2 check_event, 3 hook, 4 the Result method
         if test is not state["test"]:
             tamper("an outcome reported for a test that is not running")
+        if _type(test) is not state["classes"][tests[state["next"]][0]]:
+            tamper("the running test's class was swapped")
         exact_str_keys(_vars(test), "the test")
         method = _getattr(_type(test), tests[state["next"]][1])
+        marked = _getattr(method, "__unittest_expecting_failure__", False) is True or _getattr(
+            _type(test), "__unittest_expecting_failure__", False) is True
+        # unittest's outcome for this test, whatever the outcome: the harness's result, and a failure
+        # expected only where the test is marked so (else a swallowed failure reads as a success).
+        # (None outside run's body: a decorated skip, or the harness's own error for a KeyboardInterrupt.)
+        outcome = _vars(test).get("_outcome")
+        if outcome is None and kind in ("success", "expected failure", "unexpected success"):
+            tamper("the test's outcome was removed")
+        if outcome is not None:
+            if _type(outcome) is not outcome_class:
+                tamper("the test's outcome was replaced")
+            exact_str_keys(_vars(outcome), "the test's outcome")
+            if _type(_vars(outcome).get("result")) is not result_class:
+                tamper("the test's outcome reports to another result")
+            expecting = _vars(outcome).get("expecting_failure")  # True only while a marked test's method runs
+            if expecting is not False and not (expecting is True and marked):
+                tamper("the test's outcome was told to expect a failure")
         if kind == "expected failure" and not _getattr(method, "__unittest_expecting_failure__", False):
             kind, trace = "failure", "an unexpected 'expected failure' (the test is not marked so)"
-        if kind == "success":  # unittest swallows an exception when its outcome was told to expect one
-            outcome = _vars(test).get("_outcome")
-            if _type(outcome) is outcome_class:
-                exact_str_keys(_vars(outcome), "the test's outcome")
-            if _type(outcome) is not outcome_class or _vars(outcome).get("expectedFailure") is not None:
-                kind, trace = "failure", "the test raised, and the code had its failure marked as expected"
+        if kind == "success" and _vars(outcome).get("expectedFailure") is not None:
+            kind, trace = "failure", "the test raised, and the code had its failure marked as expected"
         if kind == "skip" and not (_getattr(method, "__unittest_skip__", False) or _getattr(_type(test), "__unittest_skip__", False)):
             kind, trace = "failure", f"skipped at run time, which does not test the code ({trace})"
         outcomes = state["outcomes"]
@@ -522,15 +621,28 @@ def _seal(plan, journal, tests_code):
                 tamper(f"{what} holds a name that is not a plain string")
 
     check_integrity, check_test = _integrity_checks(originals, trusted, tamper, exact_str_keys)
+    process_memory = _memory_path_check(tamper)
 
     def hook(event, args):
+        """No code of the solution may run while this runs: the collector is off (a gc callback, the
+        __del__ of cyclic garbage, a weakref callback) and signals are held (a handler on a timer)."""
+        held, collecting = sigmask(sig_block, every_signal), gc_isenabled()
+        gc_disable()
+        try:
+            check_event(event, args)
+        finally:
+            if collecting:
+                gc_enable()
+            sigmask(sig_setmask, held)
+
+    def check_event(event, args):
         if _type(event) is not _str:
             return
         if event.startswith("optimas."):
             if event in ("optimas.outcome", "optimas.subtest"):
                 on_outcome(event, args)
                 return
-            check_caller(state["harness_code"], 2)  # 0 check_caller, 1 hook, 2 the caller of sys.audit
+            check_caller(state["harness_code"], 3)  # 0 check_caller, 1 check_event, 2 hook, 3 the caller of sys.audit
             if event == "optimas.solution":  # the solution is loaded, the tests are not yet
                 state["namespace"] = args[0]
                 check_integrity(state["namespace"])
@@ -547,6 +659,8 @@ def _seal(plan, journal, tests_code):
                                      and k is not _object)
                 check_snapshots()
                 check_integrity(state["namespace"])
+                # What the tests' imports bound (np, math): rebound later, the tests would call the code's.
+                state["imported"] = {n: state["namespace"][n] for n in imported_names if n in state["namespace"]}
                 for cls_name, method in tests:
                     check_test(state["classes"][cls_name], method, state["namespace"])
                 record("load", "ok", "")
@@ -560,19 +674,27 @@ def _seal(plan, journal, tests_code):
                 if _type(name) is not _str or name != expected[1]:
                     tamper("the tests were not run in their planned order")
                 check_test(state["classes"][expected[0]], name, state["namespace"])
-                state["test"], state["outcomes"] = test, []
+                state["test"], state["outcomes"] = test, []  # (what they held stays in "finished")
             elif event == "optimas.end":
                 test, (cls_name, method) = state["test"], tests[state["next"]]
                 check_class(state["classes"][cls_name], cls_name)
                 check_snapshots()
                 check_integrity(state["namespace"])
                 check_instance(test, method)
+                for name, value in state["imported"].items():
+                    if state["namespace"].get(name) is not value:
+                        tamper(f"the tests' {name} was rebound")
+                if _type(test) is not state["classes"][cls_name]:
+                    tamper("the running test's class was swapped")
                 problems = [o for o in state["outcomes"] if o[0] not in ok_kinds]
                 if not state["outcomes"]:
                     problems = [("error", "the test reported no outcome")]
                 first = problems[0] if problems else ("pass", "")
                 record("test", state["next"], cls_name, method, first[0], first[1], _len(problems))
                 state["next"] += 1
+                # Kept alive: its last reference dropped here would run its finalizers (and the
+                # solution's objects it holds) with this hook's frame on the stack.
+                state["finished"].append(test)
                 state["test"] = None
             elif event == "optimas.done":
                 if state["next"] != _len(tests):
@@ -595,7 +717,7 @@ def _seal(plan, journal, tests_code):
             tamper("sys.addaudithook (an audit hook sees, and can interrupt, the harness's events)")
         elif event == "ctypes.dlsym" and _type(args[-1]) is _str and args[-1].startswith(("Py", "_Py")):
             tamper(f"ctypes looked up the interpreter's own {args[-1]} (it can rewrite frames and hooks)")
-        elif event == "open" and _type(args[0]) is _str and args[0].startswith("/proc/") and args[0].endswith("/mem"):
+        elif event == "open" and process_memory(args[0]):
             tamper("reading the process's own memory")
 
     state["harness_code"] = _run.__code__
@@ -726,28 +848,38 @@ def _journal():
 
 
 def _worker(plan, wake, answer):
-    """Runs the tests; holds neither the channel nor the key (forked before the judge read it)."""
+    """Runs the tests; holds neither the channel nor the key (forked before the judge read it), and
+    its frame, under every frame of the solution, holds no part of the journal (_prepare's did)."""
     code = EXIT_ERROR
     try:
         os.close(CHANNEL_FD)
-        address, memmove = _journal()
-        os.write(wake, struct.pack("<Q", address))
-        if os.read(answer, 1) == b"g":  # the judge is ready: undumpable, the key read and deleted
-            solution, tests = _load_sources()
-            loaded = _compile(solution, tests)
-            if "mock" in tests:
-                importlib.import_module("unittest.mock")  # loaded now, so that _seal guards it as unittest
-            run_case = unittest.TestCase.run  # unittest's own, taken before the solution can touch the class
-            _strict_equality()  # before _seal, whose snapshot of unittest then holds the strict versions
-            _guard_should_stop()
-            _seal(plan, (address, memmove, wake, answer), loaded[1])
-            code = _run(plan, run_case, loaded)
+        prepared = _prepare(plan, wake, answer)
+        if prepared is not None:
+            code = _run(plan, *prepared)
             sys.stdout.flush()
             sys.stderr.flush()
     except BaseException:  # noqa: BLE001 - the harness itself failed: say where, for whoever reads stderr
         traceback.print_exc()
     finally:
         os._exit(code)  # no atexit handler or leftover thread of the solution may hold the exit
+
+
+def _prepare(plan, wake, answer):
+    """The journal mapped and handed to the judge, the sources loaded, the hook sealed over the journal:
+    (unittest's own TestCase.run, the compiled sources), or None when the judge is not ready."""
+    address, memmove = _journal()
+    os.write(wake, struct.pack("<Q", address))
+    if os.read(answer, 1) != b"g":  # the judge is ready: undumpable, the key read and deleted
+        return None
+    solution, tests = _load_sources()
+    loaded = _compile(solution, tests)
+    if "mock" in tests:
+        importlib.import_module("unittest.mock")  # loaded now, so that _seal guards it as unittest
+    run_case = unittest.TestCase.run  # unittest's own, taken before the solution can touch the class
+    _strict_equality()  # before _seal, whose snapshot of unittest then holds the strict versions
+    _guard_should_stop()
+    _seal(plan, (address, memmove, wake, answer), loaded[1])
+    return run_case, loaded
 
 
 def _signed(key, body):

@@ -150,13 +150,14 @@ def build(
             "e.g. pipeline.test_timeout=60 pipeline.memory_mb=4096 (workers=null uses every core)",
         )
     splits, skipped = load_splits(data_dir)
+    judges: dict[str, int] = {}  # verdicts per judge, filled as the metric scores (judges.py)
     executor_limits = SandboxLimits(wall_seconds=executor_timeout, memory_mb=memory_mb, output_bytes=65536)
     test_limits = SandboxLimits(wall_seconds=test_timeout, memory_mb=memory_mb, output_bytes=65536)
     return Pipeline(
         name="bigcodebench",
         system=build_system(code_max_tokens, tests_max_tokens, executor_limits, workers),
         splits=splits,
-        metric=pass_rate_metric(test_limits, workers),
+        metric=pass_rate_metric(test_limits, workers, judges),
         single_llm=SingleLLMTask(
             prompt=prompts.single_llm_messages,
             parse=lambda text: {"code": extract_code(text)},
@@ -167,5 +168,6 @@ def build(
             "test_timeout": test_timeout,
             "memory_mb": memory_mb,
             "sandbox_isolation": probe_isolation(),  # what protected the host during this run
+            "judges": judges,  # how many verdicts the out-of-process and the in-process judge gave
         },
     )
