@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import io
+import itertools
 import sys
 from pathlib import Path
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markdown import Markdown
 
@@ -43,11 +46,33 @@ def report_main(args: list[str]) -> int:
         print(f"optimas: {err}", file=sys.stderr)
         return 2
     text = write_report(found, out)
-    console.print(Markdown(text))
+    print_report(console, text)
     if found.problems:
         console.print(f"[yellow]{len(found.problems)} run folder(s) left out; reasons in {out / 'report.md'}[/]")
     console.print(f"report: {out / 'report.md'} · CSV and plots beside it")
     return 0 if found.runs else 1
+
+
+def print_report(console: Console, text: str) -> None:
+    """The report with every number whole. rich shrinks a table wider than the console until its cells read
+    '0.…', so off a terminal (a pipe, a file) the Markdown goes out as report.md holds it, and on a terminal a
+    table too wide for it goes out as Markdown lines (the terminal wraps them; no digit is dropped)."""
+    if not console.is_terminal:
+        console.out(text, highlight=False)
+        return
+    for is_table, lines in itertools.groupby(text.splitlines(), key=lambda line: line.startswith("|")):
+        block = "\n".join(lines)
+        if is_table and rendered_width(block) > console.width:
+            console.out(f"\n{block}\n", highlight=False)
+        else:
+            console.print(Markdown(block))
+
+
+def rendered_width(block: str) -> int:
+    """How many columns rich needs for a Markdown table without shrinking a cell."""
+    wide = Console(width=100_000, file=io.StringIO(), color_system=None)
+    wide.print(Markdown(block))
+    return max((cell_len(line.rstrip()) for line in wide.file.getvalue().splitlines()), default=0)
 
 
 def refuse_live_folder(out: Path) -> None:
