@@ -52,6 +52,7 @@ def run(*overrides: str, folder: str | Path | None = None, console: Console | No
     from optimas_cli.cli import check_overrides, importable_here, quiet_libraries
     from optimas_cli.conf import search_path
     from optimas_cli.environment import prepare_process
+    from optimas_cli.flows.resume import refuse_a_run_in
     from optimas_cli.system.run_folder import RunFolder
     from optimas_cli.tracking.callback import settings, track_folder
 
@@ -68,12 +69,21 @@ def run(*overrides: str, folder: str | Path | None = None, console: Console | No
                         "call run() once per value, or use `optimas run -m` for a sweep")
     quiet_libraries()
     HydraConfig.instance().set_config(cfg)  # the run folder's name and ${hydra:...} resolve as in a CLI run
-    where = RunFolder(folder or str(cfg.hydra.run.dir))
+    resume = cfg.get("resume")
+    if folder and resume and Path(folder).resolve() != Path(resume).resolve():
+        raise UserError(f"resume={resume} continues in its own folder, not in folder={folder}",
+                        "drop folder=, or pass the same folder to both")
+    path = folder or resume or str(cfg.hydra.run.dir)  # resume= continues in the run's folder, as on the command line
+    refuse_a_run_in(path, resume, key="folder=")
+    where = RunFolder(path)
     with open_dict(cfg):
         del cfg["hydra"]  # the job's config, as Hydra hands it to a task
-    where.path.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, where)
-    results = task_flow(str(cfg.task))(cfg, where, console or Console(highlight=False, soft_wrap=True))
+    where.lock()  # one writer per folder, as on the command line
+    try:
+        save_config(cfg, where)
+        results = task_flow(str(cfg.task))(cfg, where, console or Console(highlight=False, soft_wrap=True))
+    finally:
+        where.unlock()
     track_folder(settings(cfg), where.path)
     return RunResult(where.path, results)
 

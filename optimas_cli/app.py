@@ -7,18 +7,19 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from optimas_cli.conf import CONF_DIR
 from optimas_cli.errors import LMCallFailed, UserError
-from optimas_cli.flows.resume import ORIGINAL_CONFIG
+from optimas_cli.flows.resume import ORIGINAL_CONFIG, refuse_a_run_in
 from optimas_cli.flows.validate import check_values
 from optimas_cli.interrupts import SIGTERM_EXIT, Terminated, sigterm_as_interrupt
 from optimas_cli.provenance import code_record
 from optimas_cli.stats import Interval, mean_ci
 from optimas_cli.system.caps import BudgetExhausted
-from optimas_cli.system.run_folder import RunFolder, disk_full_error, is_disk_full
+from optimas_cli.system.run_folder import RunFolder, disk_full, disk_full_error
 
 log = logging.getLogger("optimas")
 # One rule for every task: a job that a budget cap stopped (what it did is saved, `resume=` with a
@@ -57,17 +58,22 @@ def main(cfg: DictConfig) -> float | None:
 def run_task(cfg: DictConfig) -> float | None:
     folder = RunFolder(HydraConfig.get().runtime.output_dir)
     try:
+        # The command line refused a named folder that holds a run before Hydra wrote there; this is a sweep's
+        # job, or a default folder named after the same second, pipeline and method as an earlier run's.
+        sweep = HydraConfig.get().mode == RunMode.MULTIRUN
+        refuse_a_run_in(folder.path, cfg.get("resume"), "hydra.sweep.dir" if sweep else "hydra.run.dir")
         folder.lock()  # one writer per folder: a second process on it stops here, before writing
     except UserError as err:
         errors.print(f"[red]optimas: {err}[/]")
         sys.exit(2)
     try:
         return _run_locked(cfg, folder)
-    except OSError as exc:
-        if not is_disk_full(exc):
+    except Exception as exc:  # every writer's full disk (json, safetensors, torch, the LM cache) is one line
+        full = disk_full(exc)
+        if full is None:
             raise
         logging.raiseExceptions = False  # the log file is on the full disk too: no traceback per log line
-        errors.print(f"[red]optimas: {disk_full_error(folder.path, exc, cfg.task)}[/]")
+        errors.print(f"optimas: {disk_full_error(folder.path, full, cfg.task)}", style="red", markup=False)
         sys.exit(2)
     finally:
         folder.unlock()
@@ -77,13 +83,15 @@ def _run_locked(cfg: DictConfig, folder: RunFolder) -> float | None:
     save_config(cfg, folder)
     try:
         with sigterm_as_interrupt():
-            check_values(cfg)  # each job of a sweep: the command line checked only the first values
+            check_values(cfg)  # again: the app started directly (python -m optimas_cli.app) skips the CLI's checks
             results = task_flow(cfg.task)(cfg, folder, console)
     except BudgetExhausted as stop:  # collect / train-lrf stopped by a cap (`run` handles its own)
         errors.print(f"[yellow]optimas: {stop}; continue with a raised cap: optimas {cfg.task} ... resume={folder}[/]")
         STOPPED_BY_CAP.append(str(folder))
         return None
     except Exception as exc:  # Hydra wraps errors raised while instantiating configs: unwrap ours
+        if disk_full(exc) is not None:  # the LM cache's UserError too: run_task says it as every full disk
+            raise
         err = user_error_in(exc)
         if err is None:
             raise
@@ -117,8 +125,9 @@ def _run_locked(cfg: DictConfig, folder: RunFolder) -> float | None:
 def save_config(cfg: DictConfig, folder: RunFolder) -> None:
     """The resolved config into the run folder. The folder's original config stays as it was (a resume
     is checked against it); a resumed run's own config goes beside it."""
-    original = folder.file(ORIGINAL_CONFIG)  # written whole or not at all: a half-written one blocks resume
-    folder.write_text("config.resumed.yaml" if original.exists() else ORIGINAL_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
+    # Written whole or not at all: a half-written one blocks resume. Without resume= the folder holds no earlier
+    # run (refuse_a_run_in), or one that failed before it started: this run's config is the folder's.
+    folder.write_text("config.resumed.yaml" if cfg.get("resume") else ORIGINAL_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
 
 
 def before_after_line(results: dict) -> str:

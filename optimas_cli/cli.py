@@ -21,7 +21,7 @@ from optimas_cli.conf import (
 from optimas_cli.config_schema import suggest_key
 from optimas_cli.environment import prepare_process
 from optimas_cli.errors import UserError
-from optimas_cli.flows.resume import check_resume
+from optimas_cli.flows.resume import check_resume, refuse_a_run_in, refuse_a_sweep_in
 from optimas_cli.flows.validate import check_values
 from optimas_cli.system.run_folder import check_free_space, prepare_run_dir
 
@@ -70,12 +70,15 @@ def list_groups(args: list[str]) -> int:
         found = search_path(args)
     except UserError as err:
         return fail(err)
-    for group in GROUPS:
+    # conf/optimizer/ is no top-level choice (not in GROUPS): the loop methods' defaults put it at method.optimizer.
+    how = {"optimizer": "  (the loop methods' method.optimizer: optimizer@method.optimizer=NAME)"}
+    listed = (*GROUPS, *how)
+    for group in listed:
         names = options(group)
         if names:
-            print(f"{group + 's':<12} {', '.join(names)}")
+            print(f"{group + 's':<12} {', '.join(names)}{how.get(group, '')}")
     for root in found.roots:
-        for group in GROUPS:
+        for group in listed:
             added = [n for n in options(group, (root,)) if n not in options(group)]
             if added:
                 print(f"{group + 's':<12} {', '.join(added)}  (from {root})")
@@ -102,10 +105,12 @@ def overrides_only(args: list[str]) -> list[str]:
     return out
 
 
-def check_overrides(overrides: list[str], found: SearchPath | None = None, with_hydra: bool = False):
+def check_overrides(overrides: list[str], found: SearchPath | None = None, with_hydra: bool = False,
+                    sweep: bool = False):
     """Catch unknown group options, malformed overrides and bad values before Hydra prints a stack
     trace; returns the config composed with each sweep's first value (`with_hydra`: and its hydra node).
-    `found`: the user's config folders."""
+    `found`: the user's config folders. `sweep` (-m): every job of the sweep is composed and checked, so a
+    bad value in its last job stops the sweep before its first job runs."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -127,49 +132,76 @@ def check_overrides(overrides: list[str], found: SearchPath | None = None, with_
                     f"unknown {group} {str(v)!r}; available {group}s: {', '.join(known)}",
                     f"pass one of them, e.g. {group}={known[0] if known else '...'}",
                 )
-    cfg = _compose_first(parsed, found.override(every_root=True) if found else [], with_hydra)
-    check_values(cfg)
-    _check_costs(cfg)
-    resume = OmegaConf.select(cfg, "resume")
-    if resume:
-        check_resume(str(resume), cfg)
-    return cfg
+    searchpath = found.override(every_root=True) if found else []
+    first = None
+    for job in _sweep_jobs(parsed, searchpath) if sweep else [_first_values(parsed)]:
+        cfg = _compose(job, searchpath, with_hydra)
+        check_values(cfg)
+        _check_costs(cfg)
+        resume = OmegaConf.select(cfg, "resume")
+        if resume:
+            check_resume(str(resume), cfg)
+        first = cfg if first is None else first
+    return first
 
 
 def _check_costs(cfg) -> None:
-    """Caps, prices and the tracker's package are checked before anything runs: a bad one is one line,
-    not a late traceback."""
+    """Caps, prices, the tracker's package and its database folder are checked before anything runs: a bad
+    one is one line, not a late traceback."""
     from optimas_cli.flows.setup import run_costs
     from optimas_cli.lm.pricing import CallPrice
     from optimas_cli.system import RunContext, RunLedger
     from optimas_cli.system.caps import BudgetCaps
-    from optimas_cli.tracking.trackers import check_installed
+    from optimas_cli.tracking.trackers import check_installed, check_store
 
     check_installed(str(OmegaConf.select(cfg, "tracking.name") or "none"))
+    check_store(OmegaConf.select(cfg, "tracking") or {})
     BudgetCaps.from_budget(cfg.budget)
     CallPrice.from_config(OmegaConf.select(cfg, "lm.price"))
     run_costs(RunContext(ledger=RunLedger(1)), cfg)  # compute.price_per_hour
 
 
-def _compose_first(parsed, searchpath: list[str], with_hydra: bool = False):
-    """Compose the config with each sweep's first value, so an unknown key fails here, readably; Hydra's
-    own fix, when it names one ("To append to your config use +key=value"), is kept."""
+def _task_overrides(parsed) -> list:
+    """The overrides of the run's config, not of Hydra's own (hydra.*, hydra/launcher=...)."""
+    return [o for o in parsed if not o.key_or_group.startswith(("hydra", "+hydra", "~hydra"))]
+
+
+def _first_values(parsed) -> list[str]:
+    """The overrides with each sweep's first value."""
+    return [f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}" if o.is_sweep_override()
+            else o.input_line for o in _task_overrides(parsed)]
+
+
+def _sweep_jobs(parsed, searchpath: list[str]) -> list[list[str]]:
+    """Each job's overrides, as Hydra's basic sweeper makes them when `-m` starts: every combination of the
+    comma lists of hydra.sweeper.params (an experiment's, read from the config composed without the swept
+    keys, as Hydra does) and of the command line, whose own win."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    fixed = [o.input_line for o in _task_overrides(parsed) if not o.is_sweep_override()]
+    hydra = _compose(fixed, searchpath, with_hydra=True).hydra
+    params = [f"{key}={value}" for key, value in (OmegaConf.select(hydra, "sweeper.params") or {}).items()]
+    try:
+        swept = [*OverridesParser.create().parse_overrides(params), *_task_overrides(parsed)]
+        (jobs,) = BasicSweeper.split_arguments(swept, None)
+    except HydraException as exc:
+        raise UserError(f"cannot expand the sweep ({str(exc).strip().splitlines()[0]})",
+                        "write each swept key as key=a,b,c") from None
+    return jobs
+
+
+def _compose(overrides: list[str], searchpath: list[str], with_hydra: bool = False):
+    """Compose the config, so an unknown key fails here, readably; Hydra's own fix, when it names one
+    ("To append to your config use +key=value"), is kept."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    single = []
-    for o in parsed:
-        if o.key_or_group.startswith(("hydra", "+hydra", "~hydra")):
-            continue
-        if o.is_sweep_override():
-            first = next(iter(o.sweep_string_iterator()))
-            single.append(f"{o.get_key_element()}={first}")
-        else:
-            single.append(o.input_line)
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name="config", overrides=[*single, *searchpath], return_hydra_config=with_hydra)
+            return compose(config_name="config", overrides=[*overrides, *searchpath], return_hydra_config=with_hydra)
     except (HydraException, OmegaConfBaseException) as exc:
         first, *rest = str(exc).strip().splitlines()
         typo = re.match(r"Could not override '([^']+)'", first)
@@ -283,9 +315,10 @@ def main(argv: list[str] | None = None) -> int:
         return fail(UserError(f"unknown command {command!r}", "run `optimas --help` to see the commands"))
     try:
         found = search_path(rest)
-        if "-m" not in rest and "--multirun" not in rest:
+        sweep = "-m" in rest or "--multirun" in rest
+        if not sweep:
             refuse_sweep(found.args, f"add -m to run one job per value: optimas {command} -m ...")
-        check_overrides(found.args, found)
+        check_overrides(found.args, found, sweep=sweep)
     except UserError as err:
         return fail(err)
     rest = found.args
@@ -297,10 +330,14 @@ def main(argv: list[str] | None = None) -> int:
     if resume:  # continue inside the earlier run folder
         extra.append(f"hydra.run.dir={resume}")
     run_dir = resume or next((a.split("=", 1)[1] for a in rest if a.startswith("hydra.run.dir=")), None)
+    sweep_dir = next((a.split("=", 1)[1] for a in rest if a.startswith("hydra.sweep.dir=")), None)
     try:
         if run_dir and "${" not in run_dir and "-m" not in rest and "--multirun" not in rest:
+            refuse_a_run_in(run_dir, resume)  # before Hydra writes its .hydra/ files there
             prepare_run_dir(run_dir)
         else:
+            if sweep and sweep_dir and "${" not in sweep_dir:
+                refuse_a_sweep_in(sweep_dir)
             check_free_space("outputs" if "-m" not in rest and "--multirun" not in rest else "multirun")
     except UserError as err:
         return fail(err)

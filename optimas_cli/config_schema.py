@@ -20,6 +20,7 @@ import inspect
 import types
 import typing
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from typing import Any
 
 from optimas_cli.config_kinds import (
@@ -48,9 +49,14 @@ CHOICE_SCALES = OneOf("relative", "absolute")  # optim/settings.py CHOICE_SCALES
 FRACTION = Number(above=0, at_most=1)
 RATE = Number(above=0)  # learning rates and sampling temperatures that must move something
 LORA = Node({"r": Integer(1), "alpha": Integer(1)})  # what optim/node_policies.py reads of method.lora
+# numpy's seed range (np.random.seed, transformers' set_seed): a larger seed passed every check and failed mid-run
+SEED = Integer(0, 2**32 - 1)
+BACKBONE = Text(r"\S.*", "a Hugging Face model id or a local model folder")  # '' failed at the first model load
 
-# The run's keys outside the groups (that others interpolate, or that the flows read)
-TOP = {"proposer": PROPOSERS, "paired_noise": OneOf("shared", "independent")}  # system/context.py PAIRED_NOISE
+# The run's keys outside the groups (that others interpolate, or that the flows read); every other top-level
+# key is conf/config.yaml's or a group, and `run_label` is what `optimas eval` adds (`+run_label=eval`)
+TOP = {"seed": SEED, "proposer": PROPOSERS, "paired_noise": OneOf("shared", "independent"),  # system/context.py
+       "run_label": Text()}
 
 LM = Node({
     "model": Text(),
@@ -77,7 +83,7 @@ LM = Node({
 
 LRF = Node({
     "name": Text(),
-    "backbone": Text(),
+    "backbone": BACKBONE,
     "train_backbone": Text(r"full|heads|lora|top:\d+", "full | heads | lora | top:N"),
     "lora": Node({"r": Integer(1), "alpha": Integer(1), "dropout": Number(0, 1), "target_modules": ListOf(Text())},
                  null=True),
@@ -85,7 +91,7 @@ LRF = Node({
     "max_length": Integer(1),
     "dtype": DTYPE,
     "device": DEVICE,
-    "seed": Integer(0),
+    "seed": SEED,
     "score_batch_size": Integer(1),
     "gradient_checkpointing": Flag(),
     "score_traces": Flag(),
@@ -113,7 +119,7 @@ LRF = Node({
         "test_fraction": Number(0, 1),
         "gap_weighting": OneOf("none", "gap"),
         "grad_clip": Number(above=0),
-        "seed": Integer(0),
+        "seed": SEED,
         "stage2_steps": Integer(0),
         "stage2_batch_size": Integer(1),
         "stage2_lr": Number(above=0, null=True),
@@ -140,7 +146,8 @@ BUDGET = Node({
 
 OPTIMIZER = Node({  # conf/optimizer/default.yaml, optim/settings.py
     "prompt": Node({"proposer": PROPOSERS}),
-    "choice": Node({"scale": CHOICE_SCALES, "temperature": Number(above=0, null=True), "seed": Integer(0, null=True)}),
+    "choice": Node({"scale": CHOICE_SCALES, "temperature": Number(above=0, null=True),
+                    "seed": replace(SEED, null=True)}),
     "weights": Node({
         **GRPO_SIZES,
         "work_dir": Text(null=True),
@@ -153,11 +160,11 @@ OPTIMIZER = Node({  # conf/optimizer/default.yaml, optim/settings.py
         "bf16": Flag(null=True),
         "score_on_search": Flag(),
         "held_out_fraction": Number(0, 1),
-        "seed": Integer(0, null=True),
+        "seed": replace(SEED, null=True),
     }),
 })
 
-METHOD = {"_target_": Text(), "name": Text(), "seed": Integer(0)}
+METHOD = {"_target_": Text(), "name": Text(), "seed": SEED}
 LOOP = {  # what every method running Algorithm 1's loop takes
     **METHOD,
     "optimizer": OPTIMIZER,
@@ -176,7 +183,7 @@ METHODS = {
     "optimas_cli.methods.global_reward.RandomReward": Node(LOOP),
     "optimas_cli.methods.hbc.HBC": Node({
         **LOOP, "samples": Integer(1), "temperature": Number(at_least=0), "top_fraction": FRACTION,
-        "backbone": Text(null=True), "device": DEVICE, "dtype": DTYPE, "max_length": Integer(1),
+        "backbone": replace(BACKBONE, null=True), "device": DEVICE, "dtype": DTYPE, "max_length": Integer(1),
     }),
     "optimas_cli.methods.coordinate_ascent.CoordinateAscent": Node({**METHOD, "sweeps": Integer(1, null=True)}),
     "optimas_cli.methods.dspy_mipro.DSPyMIPRO": Node({
@@ -235,7 +242,7 @@ PIPELINES = {  # each build()'s own parameters (a pipeline takes no key its buil
     },
     "pipelines.hotpotqa.build": {
         **SPLIT_SIZES, "k": Integer(1), "retriever": OneOf("bm25", "colbert"),  # hotpotqa/system.py RETRIEVERS
-        "colbert_url": Text(null=True), "seed": Integer(0), "context_tokens": Integer(1, null=True),
+        "colbert_url": Text(null=True), "seed": SEED, "context_tokens": Integer(1, null=True),
     },
     "pipelines.pubmedqa.build": {
         "lm_model": Text(), "candidate_models": ListOf(Text()), "local_candidate_models": ListOf(Text()),
@@ -245,7 +252,7 @@ PIPELINES = {  # each build()'s own parameters (a pipeline takes no key its buil
     "pipelines.stark_prime.build": {
         "kb_dir": Text(null=True), "candidates_file": Text(null=True), "emb_dir": Text(null=True),
         "skb_root": Text(null=True), "cache_dir": Text(null=True), "train_size": Integer(1, null=True),
-        "val_size": Integer(1, null=True), "test_size": Integer(1, null=True), "seed": Integer(0),
+        "val_size": Integer(1, null=True), "test_size": Integer(1, null=True), "seed": SEED,
         "info_chars": Integer(1), "scorer_max_tokens": Integer(1),
     },
     "pipelines.synthetic.system.build": {
@@ -257,7 +264,7 @@ PIPELINES = {  # each build()'s own parameters (a pipeline takes no key its buil
         "noise": Number(0, 1), "coupling": Number(0, 1),
         "interaction": OneOf("none", "on"),  # synthetic/spec.py INTERACTIONS
         "metric": OneOf("mean", "sink"),  # synthetic/spec.py METRICS
-        "marks": Integer(1), "instance": Integer(0),
+        "marks": Integer(1), "instance": SEED,
     },
     "pipelines.toys.hint.build": {},
     "pipelines.toys.model_selector.build": {},
@@ -277,13 +284,19 @@ TRACKING = {
                    "mode": OneOf("online", "offline", "disabled"), "dir": Text()}),
 }
 
-FIXED = {"lm": LM, "lrf": LRF, "budget": BUDGET}  # groups whose options all take the same keys
+COMPUTE = Node({"price_per_hour": CheckedBy("flows/setup.py run_costs")})
+
+FIXED = {"lm": LM, "lrf": LRF, "budget": BUDGET, "compute": COMPUTE}  # nodes that take the same keys in every config
 PER_OPTION = {"method": METHODS, "pipeline": PIPELINES, "tracking": TRACKING}  # by _target_ (tracking: name)
 
 
 # -- checking ----------------------------------------------------------------------------------------
 def check_config(cfg: Mapping) -> None:
     """Raise a one-line UserError for the first value or key of the config the tables refuse."""
+    known = top_keys()
+    for key in cfg:
+        if key not in known:
+            raise unknown_key(key, sorted(known), "the config (conf/config.yaml)")
     for key, spec in TOP.items():
         if key in cfg:
             spec.check(key, _resolved(cfg, key))
@@ -377,12 +390,8 @@ def suggest_key(dotted: str) -> UserError | None:
     is a typo of, when some option of its group has one close to it; else None."""
     parts = dotted.lstrip("+~").split(".")
     node: Any
-    if len(parts) == 1:  # a top-level key (`repeat=3`): conf/config.yaml's keys and groups
-        from omegaconf import OmegaConf
-
-        from optimas_cli.conf import CONF_DIR, GROUPS
-
-        node = {*OmegaConf.load(CONF_DIR / "config.yaml"), *GROUPS} - {"defaults", "hydra"}
+    if len(parts) == 1:  # a top-level key (`repeat=3`)
+        node = top_keys()
     elif parts[0] in FIXED:
         node = FIXED[parts[0]]
     else:  # any option's key: a typo is a typo whichever option is chosen
@@ -393,6 +402,16 @@ def suggest_key(dotted: str) -> UserError | None:
         return None
     error = unknown_key(".".join(parts), node)
     return error if error.fix and error.fix.startswith("did you mean") else None
+
+
+def top_keys() -> set[str]:
+    """What a config holds at its top level: conf/config.yaml's keys, the groups and TOP (`hydra`: the
+    node a composition with the Hydra config adds, as the Python API's does)."""
+    from omegaconf import OmegaConf
+
+    from optimas_cli.conf import CONF_DIR, GROUPS
+
+    return {*OmegaConf.load(CONF_DIR / "config.yaml"), *GROUPS, *TOP} - {"defaults"}
 
 
 def _resolved(cfg: Mapping, key: str) -> Any:

@@ -97,6 +97,9 @@ class FaultServer:
                     threading.Thread(target=server.__exit__, daemon=True).start()
                     self.close_connection = True
                     return
+                if mode == "drop":  # the server closes the socket mid-request, with no answer at all
+                    self.close_connection = True
+                    return
                 if mode == "hang":
                     time.sleep(30)
                     return

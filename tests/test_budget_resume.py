@@ -48,7 +48,12 @@ def composed(tiny_bert, cache_dir, *overrides):
 
 def run_in(tiny_bert, path, *overrides):
     # Each run folder has its own call cache: another folder's rows would be (correctly) free hits.
-    return run(composed(tiny_bert, path / "cache", *overrides), RunFolder(path / "run"), QUIET)
+    folder = RunFolder(path / "run")
+    folder.lock()  # as `optimas run` does: the folder's writer first recovers its last checkpoint
+    try:
+        return run(composed(tiny_bert, path / "cache", *overrides), folder, QUIET)
+    finally:
+        folder.unlock()
 
 
 def essentials(results: dict) -> dict:
@@ -143,15 +148,15 @@ def test_a_dollar_cap_stops_lrf_training_after_an_epoch(tiny_bert, tmp_path, unc
 def kill_at_checkpoint(monkeypatch, n: int):
     """Kill the run as it is about to write its n-th checkpoint: the work since the previous one is done,
     but neither recorded nor marked done."""
-    real, seen = RunFolder.save_accounts, []
+    real, seen = RunFolder.checkpoint, []
 
-    def save_accounts(self, ctx):
+    def checkpoint(self, ctx, files=None):
         seen.append(1)
         if len(seen) == n:
             raise Killed
-        real(self, ctx)
+        real(self, ctx, files)
 
-    monkeypatch.setattr(RunFolder, "save_accounts", save_accounts)
+    monkeypatch.setattr(RunFolder, "checkpoint", checkpoint)
 
 
 def kill_in_test(monkeypatch, n: int):
@@ -175,6 +180,66 @@ def test_a_run_killed_at_a_phase_boundary_and_resumed_equals_an_uninterrupted_ru
         kill(patch, n)
         with pytest.raises(Killed):
             run_in(tiny_bert, tmp_path)
+    resumed = run_in(tiny_bert, tmp_path)
+    assert essentials(resumed) == essentials(uncapped)
+
+
+# The loop's checkpoint after iteration 2, step by step (every file write ends in a move): best_config.json (not part
+# of the commit), the adapted LRF's weights saved under a new name, the accounts and the loop state staged, the commit,
+# each moved into place. Before, accounts.json was written first, and a kill in the weights' save (87 MB on Amazon)
+# resumed with the iteration counted twice (86 runs instead of 74).
+LOOP_CHECKPOINT = ["replace best_config.json", "LRF save after-1-adaptations.tmp", "replace heads.safetensors",
+                   "replace backbone.safetensors", "replace config.json", "replace after-1-adaptations",
+                   "replace accounts.json.next", "replace loop_state.json.next", "replace checkpoint.commit",
+                   "replace accounts.json", "replace loop_state.json", "unlink checkpoint.commit"]
+
+
+def kill_in_the_loop_checkpoint(monkeypatch, before: str | None) -> list[str]:
+    """Kill the run at the step `before` of the loop's checkpoint after iteration 2 (None: just after the
+    checkpoint); returns the steps it took."""
+    import os
+
+    from optimas_cli.lrf.model import LocalRewardModel
+    from optimas_cli.optim.loop import OptimasLoop
+
+    steps, inside, checkpoint = [], [], OptimasLoop._checkpoint
+
+    def step(label, real):
+        def counted(*args, **kwargs):
+            if inside:
+                steps.append(f"{label} {os.path.basename(args[-1])}")
+                if steps[-1] == before:
+                    raise Killed
+            return real(*args, **kwargs)
+        return counted
+
+    def loop_checkpoint(self, done, *args):
+        if done != 2:
+            return checkpoint(self, done, *args)
+        inside.append(done)
+        try:
+            checkpoint(self, done, *args)
+        finally:
+            inside.clear()
+        raise Killed
+
+    monkeypatch.setattr(OptimasLoop, "_checkpoint", loop_checkpoint)
+    monkeypatch.setattr(LocalRewardModel, "save", step("LRF save", LocalRewardModel.save))
+    monkeypatch.setattr(os, "replace", step("replace", os.replace))
+    monkeypatch.setattr(os, "unlink", step("unlink", os.unlink))
+    return steps
+
+
+# In the weights' save, one file staged, committed with none or one moved into place, all moved, after the checkpoint.
+@pytest.mark.parametrize("before", ["replace backbone.safetensors", "replace loop_state.json.next",
+                                    "replace accounts.json", "replace loop_state.json", "unlink checkpoint.commit", None])
+def test_a_run_killed_anywhere_in_a_checkpoint_resumes_as_an_uninterrupted_run(tiny_bert, tmp_path, uncapped,
+                                                                              monkeypatch, before):
+    with monkeypatch.context() as patch:
+        steps = kill_in_the_loop_checkpoint(patch, before)
+        with pytest.raises(Killed):
+            run_in(tiny_bert, tmp_path)
+    assert steps == (LOOP_CHECKPOINT[:LOOP_CHECKPOINT.index(before) + 1] if before else LOOP_CHECKPOINT), steps
     resumed = run_in(tiny_bert, tmp_path)
     assert essentials(resumed) == essentials(uncapped)
 

@@ -48,9 +48,15 @@ def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, expected):
 
 
 def test_list_shows_every_group(tmp_path):
+    from optimas_cli.conf import CONF_DIR, options
+
     proc = optimas("list", cwd=tmp_path)
     assert proc.returncode == 0
     assert "toy_retriever" in proc.stdout and "unoptimized" in proc.stdout and "smoke" in proc.stdout
+    # every group folder of conf/, the optimizer group too (not a top-level choice, placed by the loop methods)
+    listed = {line.split()[0]: line for line in proc.stdout.splitlines() if line.strip()}
+    for group in (p.name for p in CONF_DIR.iterdir() if any(p.glob("*.yaml"))):
+        assert all(name in listed.get(group + "s", "") for name in options(group)), f"{group}: {proc.stdout}"
 
 
 def test_multirun_sweeps_over_comma_lists(tmp_path):

@@ -205,7 +205,7 @@ def bad_override(draw) -> list[str]:
         if spec.at_least is not None:
             candidates.append(st.integers(-10**6, spec.at_least - 1).map(str))
         if spec.at_most is not None:
-            candidates.append(st.integers(spec.at_most + 1, 10**6).map(str))
+            candidates.append(st.integers(spec.at_most + 1, spec.at_most + 10**6).map(str))
     elif isinstance(spec, kind.Number):
         candidates = [WORDS]
         low = spec.above if spec.above is not None else spec.at_least

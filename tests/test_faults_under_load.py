@@ -1,16 +1,19 @@
-"""Faults under load (issue 47), each the real thing on the toy retriever (Optimas with a tiny BERT reward model;
-the LRF judge calls a mock API model through litellm and the sqlite call cache):
+"""Faults under load (issue 47) on the toy retriever (Optimas with a tiny BERT reward model; the LRF judge calls a
+mock API model through litellm and the sqlite call cache):
 
 1. a parallel sweep (joblib, 2 workers) sharing one call cache and one sweep folder, one worker SIGKILLed in the
    middle of its run and resumed: every results.json is its own job's, the resumed job ends as the jobs that were
    not interrupted, and the cache keeps every row (also: writers of one cache SIGKILLed mid-write);
-2. a disk that fills in the middle of a run (a small tmpfs, mounted as root): one line naming the full disk, no
-   stray file, and once space is freed `resume=` ends as an uninterrupted run.
+2. a full disk at fixed points of a run, each writer failing as its library does (json, safetensors, the sqlite
+   call cache): one line naming the full disk, no stray file, and `resume=` ends as an uninterrupted run.
 """
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from optimas_cli.cli import main
 from optimas_cli.lm.cache import CallCache, _checksum
 from tests.cli_runner import CLI, cli_env
 from tests.test_lrf_tiny_backbone import build_tiny_bert
@@ -144,63 +148,115 @@ def test_writers_of_one_cache_killed_mid_write_lose_no_acknowledged_row(tmp_path
     assert not [p for p in tmp_path.iterdir() if "corrupt" in p.name]  # nothing was taken for damage
 
 
-# -- 2. a disk that fills in the middle of a run ------------------------------------------------------------
-@pytest.fixture
-def small_disk(tmp_path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)], capture_output=True,
-                             text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"mounting a 3 MB tmpfs is not permitted here (needs root): {mounted.stderr.strip()}")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=True)
+# -- 2. a full disk at fixed points of a run -----------------------------------------------------------------
+# Each writer fails as its library does on a full disk (tests/test_disk_full.py sees each raise it on a real one),
+# at a fixed write: before a byte of it, half-way, or once all of it is written (the flush or close failing). Before,
+# a disk filled by a background writer while the run went on, and the test failed whenever the run won the race.
+TQDM_BAR = re.compile(r"\|\s*\d+/\d+ \[")
 
 
-def fill(disk: Path) -> Path:
-    """Take every byte left on the disk, as another program writing there would."""
-    filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(fd, b"\0" * 65536)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    return filler
+def enospc() -> OSError:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
-def test_a_disk_that_fills_mid_run_stops_in_one_line_and_resumes_to_the_uninterrupted_result(bert, tmp_path,
-                                                                                              small_disk):
-    run, cache = small_disk / "run", small_disk / "cache"  # the run folder and the call cache on the small disk
-    reference = start("run", *toy(bert, tmp_path / "ref_cache"), f"hydra.run.dir={tmp_path / 'ref'}", cwd=tmp_path)
-    proc = start("run", *toy(bert, cache), f"hydra.run.dir={run}", cwd=tmp_path)
-    filler = None
-    try:
-        while proc.poll() is None and filler is None:
-            if (run / "loop_state.json").exists():  # Stage 1 done, the loop under way
-                filler = fill(small_disk)
-            time.sleep(0.01)
-    finally:
-        rc, _, err = finish(proc)
-    assert filler is not None, f"the run ended (rc {rc}) before the disk could fill: {err[-2000:]}"
-    said = [line for line in err.splitlines() if line.strip()]
-    assert rc == 2 and len(said) == 1, err[-3000:]
-    assert "no space left" in said[0] and "its disk is full" in said[0] and str(small_disk) in said[0], said[0]
-    assert stray(run) == []
-    assert not (run / "results.json").exists()
+def safetensors_full() -> Exception:
+    from safetensors import SafetensorError
 
-    filler.unlink()  # space is back
-    rc, _, err = finish(start("run", *toy(bert, cache), f"resume={run}", cwd=tmp_path))
-    assert rc == 0, err[-3000:]
-    rc, _, err = finish(reference)
-    assert rc == 0, err[-3000:]
-    assert outcome(run) == outcome(tmp_path / "ref")
-    # The cache may keep its -wal (and -shm): rows committed while the disk was full, which sqlite could not fold
-    # into the database then; the next process that opens the cache folds them in. No other file.
-    assert stray(run) == [] and {p.name for p in cache.iterdir()} <= {"lm_calls.sqlite", "lm_calls.sqlite-wal",
-                                                                       "lm_calls.sqlite-shm"}
-    assert cache_rows(cache / "lm_calls.sqlite").keys() == cache_rows(tmp_path / "ref_cache" / "lm_calls.sqlite").keys()
-    assert sorted(p.name for p in cache.iterdir()) == ["lm_calls.sqlite"]  # folded in by the check's own open
+    return SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
 
+
+def sqlite_full() -> sqlite3.OperationalError:
+    error = sqlite3.OperationalError("database or disk is full")
+    error.sqlite_errorname = "SQLITE_FULL"
+    return error
+
+
+def full_at(monkeypatch, writer: str, name: str, nth: int, when: str) -> None:
+    """The nth write of a file called `name` by `writer` fails with its full-disk error `when` (before, during,
+    after) it writes the file's bytes."""
+    seen = []
+
+    def failing(path, write) -> bool:
+        if Path(path).name != name:
+            return False
+        seen.append(path)
+        if len(seen) != nth:
+            return False
+        if when != "before":
+            write()
+            if when == "during":
+                os.truncate(path, os.path.getsize(path) // 2)
+        return True
+
+    if writer == "json":  # RunFolder's files, each through a temporary file
+        real_text = Path.write_text
+
+        def write_text(self, text, *args, **kwargs):
+            if failing(self, lambda: real_text(self, text, *args, **kwargs)):
+                raise enospc()
+            return real_text(self, text, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "write_text", write_text)
+    elif writer == "safetensors":  # the local reward model's weights
+        import safetensors.torch
+
+        real_file = safetensors.torch.save_file
+
+        def save_file(tensors, path, *args, **kwargs):
+            if failing(path, lambda: real_file(tensors, path, *args, **kwargs)):
+                raise safetensors_full()
+            return real_file(tensors, path, *args, **kwargs)
+
+        monkeypatch.setattr(safetensors.torch, "save_file", save_file)
+    else:  # sqlite: a row of the LM call cache, written whole or not at all by sqlite's atomic commit
+        connect = CallCache._connect
+
+        class FullConnection:
+            def __init__(self, conn):
+                self.conn = conn
+
+            def execute(self, sql, *args):
+                if sql.startswith("INSERT OR REPLACE") and failing(Path(name), lambda: None):
+                    raise sqlite_full()
+                return self.conn.execute(sql, *args)
+
+            def close(self):
+                self.conn.close()
+
+        monkeypatch.setattr(CallCache, "_connect", lambda self: FullConnection(connect(self)))
+
+
+@pytest.fixture(scope="module")
+def reference(bert, tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("reference")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENAI_API_KEY", ENV["OPENAI_API_KEY"])
+        assert main(["run", *toy(bert, folder / "cache"), f"hydra.run.dir={folder / 'run'}"]) == 0
+    return outcome(folder / "run")
+
+
+@pytest.mark.parametrize("writer, name, nth, when", [
+    *[("json", "loop_state.json.next.tmp", 2, when) for when in ("before", "during", "after")],  # iteration 1's state
+    # lrf/, saved again in place after Stage 2's adaptation (Stage 1's save and the loop's first checkpoint came before)
+    *[("safetensors", "backbone.safetensors.tmp", 3, when) for when in ("before", "during", "after")],
+    ("sqlite", "lm_calls.sqlite", 1, "before"),  # the LRF judge's first call (sqlite's commit is all or nothing)
+])
+def test_a_full_disk_is_the_one_line_and_the_folder_resumes_to_the_uninterrupted_result(
+        bert, tmp_path, reference, monkeypatch, capsys, writer, name, nth, when):
+    run, cache = tmp_path / "run", tmp_path / "cache"
+    monkeypatch.setenv("OPENAI_API_KEY", ENV["OPENAI_API_KEY"])
+    monkeypatch.setattr(logging, "raiseExceptions", True)  # run_task turns it off on a full disk
+    with monkeypatch.context() as patch:
+        full_at(patch, writer, name, nth, when)
+        with pytest.raises(SystemExit) as stop:
+            main(["run", *toy(bert, cache), f"hydra.run.dir={run}"])
+    # (in this process the libraries were imported before the CLI quiets their weight-loading bars)
+    said = [line for line in capsys.readouterr().err.splitlines() if line.strip() and not TQDM_BAR.search(line)]
+    device = re.escape(str(cache / name)) if writer == "sqlite" else f"the run folder {re.escape(str(run))}"
+    assert stop.value.code == 2 and len(said) == 1 and re.fullmatch(
+        f"optimas: no space left on the device of {device}: its disk is full \\(No space left on device, \\d+ KB "
+        f"free\\) — free space there, then continue: optimas run <same overrides> resume={re.escape(str(run))}",
+        said[0]), said
+    assert stray(run) == [] and not (run / "results.json").exists()
+    assert main(["run", *toy(bert, cache), f"resume={run}"]) == 0
+    assert outcome(run) == reference and stray(run) == []

@@ -72,3 +72,25 @@ def test_bad_caps_and_prices_are_one_clear_line(tmp_path, capsys, override, expe
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], lines
     assert not (tmp_path / "run").exists()
+
+
+def test_a_folder_from_before_a_setting_resumes_with_what_it_ran(finished, tmp_path, capsys):
+    """A folder written before `paired_noise` and `lrf.collect.labels` existed ran with independent noise and
+    Monte Carlo labels: resuming it under today's paired_noise=shared is refused with the fix, and
+    lrf.collect.labels=mc (what it ran) is not a difference."""
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    old = tmp_path / "old"
+    shutil.copytree(finished, old)
+    config = OmegaConf.load(old / "config.yaml")
+    del config["paired_noise"]
+    del config.lrf.collect["labels"]
+    OmegaConf.save(config, old / "config.yaml")
+    assert main(["run", "pipeline=toy_retriever", "method=unoptimized", f"resume={old}"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "other paired_noise ('independent' there, 'shared' now) — resume with paired_noise=independent" in line
+    proc = optimas("run", "pipeline=toy_retriever", "method=unoptimized", "paired_noise=independent",
+                   "repeats=2", f"resume={old}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr

@@ -34,7 +34,7 @@ def test_run_folder_accounts_carry_runs_and_lm_usage_into_a_new_process(tmp_path
                                                           "cost": 0.0}}}
     before = RunContext(ledger=RunLedger(2), lm=CountingLM(saved_usage))
     before.ledger.record("hint", 6, "lrf_collection")
-    RunFolder(tmp_path).save_accounts(before)
+    RunFolder(tmp_path).checkpoint(before)
 
     after = RunContext(ledger=RunLedger(2), lm=LazyLM(OmegaConf.create({})))
     RunFolder(tmp_path).restore_accounts(after)
@@ -53,7 +53,7 @@ def test_wall_time_a_killed_process_spent_past_its_checkpoint_is_counted(tmp_pat
     import os
 
     ctx = RunContext(ledger=RunLedger(2))
-    RunFolder(tmp_path).save_accounts(ctx)
+    RunFolder(tmp_path).checkpoint(ctx)
     saved_at = json.loads((tmp_path / "accounts.json").read_text())["saved_at"]
     log = tmp_path / "optimas.log"
     log.write_text("the killed process went on for 50 s after its checkpoint\n")

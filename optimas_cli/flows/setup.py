@@ -1,6 +1,7 @@
 """Turning a resolved Hydra config into live objects: pipeline, LM client, run context, method."""
 from __future__ import annotations
 
+import math
 import os
 import random
 
@@ -218,8 +219,8 @@ def _compute_rate(cfg: DictConfig | None) -> float | None:
         value = float(rate)
     except (TypeError, ValueError):
         value = -1.0
-    if isinstance(rate, bool) or value < 0:
-        raise UserError(f"compute.price_per_hour must be dollars per hour (0 or more), got {rate!r}",
+    if isinstance(rate, bool) or not (math.isfinite(value) and value >= 0):  # nan: a cap would never fire
+        raise UserError(f"compute.price_per_hour must be dollars per hour (a finite number, 0 or more), got {rate!r}",
                         "e.g. compute.price_per_hour=2.5, or null to report compute in seconds only")
     return value
 

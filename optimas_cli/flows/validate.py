@@ -60,15 +60,13 @@ def _scheduler(policy: Any) -> None:
 
 
 def check_values(cfg: DictConfig | Mapping) -> None:
-    """Raise UserError on the first bad value among the budget sizes, repeats, seed, the loop's
+    """Raise UserError on the first bad value among the budget sizes, repeats, the loop's
     scheduler and LM temperatures, then every other key against config_schema's tables. `optimas plan`
     and `optimas run` both pass here."""
     if cfg.get("budget") is not None:
         Budget.from_mapping(cfg["budget"])  # the budget group's one home for its keys and bounds
     if "repeats" in cfg:
         _integer("repeats", cfg["repeats"], 1, False)
-    if "seed" in cfg:
-        _integer("seed", cfg["seed"], 0, False)
     _scheduler((cfg.get("method") or {}).get("scheduler"))
     lm = cfg.get("lm") or {}
     model = str(lm.get("model", ""))

@@ -1,9 +1,9 @@
 """A persistent call cache in sqlite: a re-run of the same experiment generates nothing.
 
 One row per sample: the key hashes everything that decides the output (model, server, messages,
-decoding settings, adapter content, and at temperature > 0 the seed and sample index), so n samples
-at temperature > 0 are n rows while greedy calls share one. Each row carries a checksum of its key
-and payload; a row that fails it is dropped and regenerated, never served.
+decoding settings, extra request fields, adapter content, and at temperature > 0 the seed and sample
+index), so n samples at temperature > 0 are n rows while greedy calls share one. Each row carries a
+checksum of its key and payload; a row that fails it is dropped and regenerated, never served.
 
 Safe across processes and threads: WAL journal, a busy timeout, one autocommitted INSERT per row
 (sqlite's atomic commit means a run killed mid-write leaves the previous state). Only a file that is
@@ -22,8 +22,10 @@ import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from optimas_cli.errors import UserError
 from optimas_cli.lm.sampling import SEEDING_VERSION
@@ -66,6 +68,7 @@ def call_key(
     diverse_beam: tuple[int, float] | None = None,  # (groups, diversity penalty) of a diverse beam search
     precision: str | None = None,  # the dtype a local model generates in
     noise_key: str | None = None,  # a sample's shared-noise key (lm/sampling.py)
+    litellm_kwargs: Mapping[str, Any] | None = None,  # lm.litellm_kwargs: extra request fields (top_p, ...)
 ) -> str:
     """The cache key of one sample. Greedy decoding is deterministic, so at temperature 0 the seed and
     sample position do not enter the key and every sample of the same call is the same row. The
@@ -86,6 +89,8 @@ def call_key(
         fields["noise"] = noise_key
     if diverse_beam is not None:  # only then: every other key stays what it was
         fields["diverse_beam"] = [int(diverse_beam[0]), float(diverse_beam[1]), sample_offset]
+    if litellm_kwargs:  # only when set: the keys of calls without extra fields stay what they were
+        fields["litellm_kwargs"] = dict(litellm_kwargs)
     if precision not in (None, "float32"):  # float32 keys are those of the runs before precision entered the key
         fields["precision"] = precision
     return hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
@@ -176,7 +181,8 @@ class CallCache:
             room = "" if free is None else f", {free // 1024} KB free"
             raise UserError(f"no space left for the LM call cache {self.path}: its disk is full ({error}{room}); "
                             "the cache is kept as it was",
-                            "free disk space there (or point OPTIMAS_CACHE_DIR elsewhere) and resume the run") from None
+                            "free disk space there (or point OPTIMAS_CACHE_DIR elsewhere) and resume the run"
+                            ) from OSError(errno.ENOSPC, "No space left on device", str(self.path))  # in a run: the one full-disk line
         if kind == "other" and not self._fails_integrity_check():
             raise UserError(f"the LM call cache {self.path} cannot be used ({error})",
                             "point OPTIMAS_CACHE_DIR (or lm.cache_dir) elsewhere, or run with lm.cache=false") from None

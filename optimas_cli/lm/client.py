@@ -185,7 +185,8 @@ class LMClient:
                 index, offset, model, request.messages, temperature, max_tokens, stop, request.seed,
                 request.sample_index, request.adapter,
                 call_key(model, request.messages, temperature, max_tokens, list(stop), request.seed,
-                         request.sample_index, offset, fingerprint, api_base, beam, precision, request.noise_key),
+                         request.sample_index, offset, fingerprint, api_base, beam, precision, request.noise_key,
+                         self.litellm_kwargs),
                 request.n, None if diverse is None else float(diverse), request.noise_key,
             )
             for offset in range(request.n)

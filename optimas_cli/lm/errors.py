@@ -23,6 +23,11 @@ TRANSIENT_ERRORS = (
 )
 
 
+# What httpx says when the server closes the socket before its reply is whole (a crash, a restart, a proxy
+# cutting the request): litellm reports it as HTTP 500, which the server never sent.
+DROPPED = ("server disconnected without sending a response", "peer closed connection without sending complete")
+
+
 def where(model: str, api_base: str | None) -> str:
     return f"{model!r} at {api_base}" if api_base else repr(model)
 
@@ -51,6 +56,9 @@ def failure(error: BaseException, model: str, api_base: str | None, tries: int, 
     if isinstance(error, litellm.Timeout) and status != 504:
         return LMCallFailed(f"{at} did not answer within lm.timeout={timeout:g}s{after}",
                             "check that the server is up and not overloaded, or raise lm.timeout for long generations")
+    if any(words in detail.lower() for words in DROPPED):
+        return LMCallFailed(f"{at} dropped the connection before its reply was complete{after}: {detail}",
+                            "check the server's log (did it crash or restart?) and any proxy in front of it")
     if isinstance(error, TRANSIENT_ERRORS):
         code = f"HTTP {status}" if status else type(error).__name__
         return LMCallFailed(f"{at} answered {code}{after}: {detail}", "check the server's log")

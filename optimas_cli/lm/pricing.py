@@ -4,6 +4,7 @@ knows the model, so a run reports the call as unpriced instead of pretending it 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,8 @@ class CallPrice:
                                 f"e.g. lm.price.{name}=0.15") from None
             if rates[name] < 0:
                 raise UserError(f"lm.price.{name} must not be negative, got {value!r}", f"e.g. lm.price.{name}=0.15")
+            if not math.isfinite(rates[name]):  # nan or inf: no dollar sum, and no budget.max_usd, would mean anything
+                raise UserError(f"lm.price.{name} must be a finite number, got {value!r}", f"e.g. lm.price.{name}=0.15")
         if (rates["input_per_mtok"] is None) != (rates["output_per_mtok"] is None):
             raise UserError("lm.price needs both input_per_mtok and output_per_mtok (or neither)",
                             "set both, e.g. lm.price.input_per_mtok=0.15 lm.price.output_per_mtok=0.6")

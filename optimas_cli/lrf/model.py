@@ -23,6 +23,7 @@ from optimas_cli.devices import pick_device, pick_dtype
 from optimas_cli.errors import UserError
 from optimas_cli.lrf import backbone as bb
 from optimas_cli.lrf.text import ComponentInfo, TextRenderer, component_info
+from optimas_cli.system.run_folder import replaced
 
 CONFIG_FILE, HEADS_FILE, BACKBONE_FILE, ADAPTER_DIR = "config.json", "heads.safetensors", "backbone.safetensors", "adapter"
 FORMAT_VERSION = 1
@@ -221,7 +222,9 @@ class LocalRewardModel(nn.Module):
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, folder: str | Path) -> Path:
-        """Write config, heads and the trained backbone weights (or the LoRA adapter) into `folder`."""
+        """Write config, heads and the trained backbone weights (or the LoRA adapter) into `folder`, each file
+        whole or not at all: a run's lrf/ is saved again after each adaptation, and a kill or a full disk during
+        that must leave one its resume can load."""
         from safetensors.torch import save_file
 
         folder = Path(folder)
@@ -230,16 +233,17 @@ class LocalRewardModel(nn.Module):
         for name, i in self.head_index.items():
             heads[f"{name}.weight"] = self.heads[i].weight.detach().cpu().contiguous()
             heads[f"{name}.bias"] = self.heads[i].bias.detach().cpu().contiguous()
-        save_file(heads, str(folder / HEADS_FILE))
+        with replaced(folder / HEADS_FILE) as tmp:
+            save_file(heads, str(tmp))
         if self.lora:
             self.backbone.save_pretrained(str(folder / ADAPTER_DIR))
         else:
             trained = {n: p.detach().cpu().contiguous() for n, p in self.backbone.named_parameters() if p.requires_grad}
             if trained:
-                save_file(trained, str(folder / BACKBONE_FILE))
-        tmp = folder / (CONFIG_FILE + ".tmp")
-        tmp.write_text(json.dumps(self.settings(), indent=2))
-        tmp.replace(folder / CONFIG_FILE)  # written last: a folder with config.json is complete
+                with replaced(folder / BACKBONE_FILE) as tmp:
+                    save_file(trained, str(tmp))
+        with replaced(folder / CONFIG_FILE) as tmp:  # written last: a folder with config.json is complete
+            tmp.write_text(json.dumps(self.settings(), indent=2))
         return folder
 
     @classmethod

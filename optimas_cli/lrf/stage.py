@@ -84,11 +84,9 @@ def collect_initial_pairs(
     _drop_unfinished(folder, done)
 
     def persist(name: str, pairs: list[PreferencePair]) -> None:
-        append_pairs(folder.file(PAIRS_FILE), pairs)
-        folder.write_json("collect_stats.json", stats)
-        folder.save_accounts(ctx)  # before the mark: a kill in between collects again, counted once
+        append_pairs(folder.file(PAIRS_FILE), pairs)  # dropped by a resume until the checkpoint marks them done
         done.append(name)
-        folder.write_json(COLLECTED_FILE, {"components": done})
+        folder.checkpoint(ctx, {"collect_stats.json": stats, COLLECTED_FILE: {"components": done}})
         if console:
             console.print(f"  collected {len(pairs)} pairs for [bold]{name}[/] · runs so far {ctx.ledger.equivalent_runs():.1f}")
         check_caps(ctx)  # a safe point: this component's pairs and the accounts are saved
@@ -195,8 +193,7 @@ def train_initial_lrf(
                   n_dev_pairs=len(split.dev), n_test_pairs=len(split.test), n_indistinguishable=len(hidden),
                   stage1=stage1)
     model.save(folder.file(LRF_DIR))
-    folder.save_accounts(ctx)  # before the report, which marks Stage 1 done: a kill in between trains again
-    folder.write_json(REPORT_FILE, report)
+    folder.checkpoint(ctx, {REPORT_FILE: report})  # the report marks Stage 1 done: a kill before it trains again
     check_caps(ctx)  # a safe point: the trained model and the accounts are saved
     return model, report
 

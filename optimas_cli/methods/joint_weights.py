@@ -179,11 +179,9 @@ def optimize_jointly(pipeline: Pipeline, splits: Splits, ctx: RunContext, folder
         history.append(entry)
         folder.write_json(f"{label}_history.json", [e.to_dict() for e in history])
         best.save(folder.file("best_config.json"))
-        # Accounts before the state that marks the iteration done: a kill between them redoes it, counted once.
-        folder.save_accounts(ctx)
-        folder.write_json(state_file(label), {
+        folder.checkpoint(ctx, {state_file(label): {
             "iteration": t + 1, "config": config.to_dict(), "best": best.to_dict(), "best_val": best_val,
-            "optimizer": optimizer_file, "history": [e.to_dict() for e in history]})
+            "optimizer": optimizer_file, "history": [e.to_dict() for e in history]}})
         console.print(f"  iter {t + 1:>3} · mean reward {entry.details['mean_reward']:.3f} · val {entry.val_before:.3f}"
                       f" → {entry.val_candidate if entry.val_candidate is not None else '-'}"
                       f" {'accepted' if entry.accepted else 'kept'} · runs {entry.runs_so_far:.1f}")

@@ -363,13 +363,11 @@ class TextGrad(Method):
                 entry.runs_so_far = round(ctx.ledger.equivalent_runs(), 2)
                 history.append(entry)
                 config.save(folder.file("best_config.json"))
-                # Accounts before the state that marks the step done: a kill between them redoes it, counted once.
-                folder.save_accounts(ctx)
-                folder.write_json(STATE_FILE, {
+                folder.checkpoint(ctx, {STATE_FILE: {
                     "step": step, "config": config.to_dict(), "order": order,
                     "rng": rng.bit_generator.state, "parse_failures": parse_failures,
                     "calls": {role: e.calls for role, e in engines.items()},
-                    "history": [e.to_dict() for e in history]})
+                    "history": [e.to_dict() for e in history]}})
                 self.print_iteration(entry)
                 if step == UNPARSED_WARNING_STEP and parse_failures == engines["optimizer"].calls > 0:
                     self._warn_unparsed(parse_failures, step, ctx)

@@ -184,12 +184,10 @@ class TPE(Method):
                 entry.runs_so_far = round(ctx.ledger.equivalent_runs(), 2)
                 history.append(entry)
                 self.print_iteration(entry)
-            # Accounts before the state that marks the trial done: a kill between them redoes it, counted once.
-            folder.save_accounts(ctx)
-            folder.write_json(STATE_FILE, {
+            folder.checkpoint(ctx, {STATE_FILE: {
                 "trials": [_record(t) for t in study.get_trials(deepcopy=False) if t.state.is_finished()],
                 "sampler": base64.b64encode(pickle.dumps(sampler)).decode("ascii"),
-                "config": config.to_dict(), "best_total": best_total, "history": [e.to_dict() for e in history]})
+                "config": config.to_dict(), "best_total": best_total, "history": [e.to_dict() for e in history]}})
         end_as_planned(self.until_cap, ctx.caps, "TPE")
         finished = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
         extras.update(trials=len(finished), scored=len(history),

@@ -206,15 +206,13 @@ class OptimasLoop:
 
     def _checkpoint(self, done: int, config: SystemConfig, history: list[HistoryEntry],
                     rng: np.random.Generator, searched: SystemConfig) -> None:
-        # Accounts first: a kill before the state write redoes the iteration, counted once (see RunFolder).
-        self.folder.save_accounts(self.ctx)
         config.save(self.folder.file("best_config.json"))
-        self.folder.write_json(
-            STATE_FILE,
-            {"iteration": done, "config": config.to_dict(), "search_config": searched.to_dict(),
-             "history": [e.to_dict() for e in history],
-             "rng": rng.bit_generator.state, "carry": None if self.carry is None else self.carry.state()},
-        )
+        carry = None if self.carry is None else self.carry.state()  # Stage 2's LRF weights: saved under a new name
+        # One commit with the accounts: a kill anywhere in the checkpoint, the weights' save included, resumes
+        # from the whole of this checkpoint or of the previous one (RunFolder.checkpoint).
+        self.folder.checkpoint(self.ctx, {STATE_FILE: {
+            "iteration": done, "config": config.to_dict(), "search_config": searched.to_dict(),
+            "history": [e.to_dict() for e in history], "rng": rng.bit_generator.state, "carry": carry}})
 
     def _validate(self, trajs: list[Trajectory]) -> list[float]:
         """Per-example validation rewards: the gate compares them example by example."""

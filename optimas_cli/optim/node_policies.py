@@ -19,6 +19,7 @@ import torch
 from optimas_cli.devices import pick_device
 from optimas_cli.errors import UserError
 from optimas_cli.lm.local.model import render_chat
+from optimas_cli.system.run_folder import replaced
 
 NO_GRAD_CHUNK = 4  # rows per forward pass when no gradients are kept (reference and margin scoring)
 
@@ -157,9 +158,8 @@ class NodePolicies:
 
     def save_optimizer(self, path: Path) -> None:
         """The optimizer's state (moments, step counts), written whole or not at all."""
-        partial = path.with_name(path.name + ".partial")
-        torch.save(self.optimizer.state_dict(), partial)
-        partial.replace(path)
+        with replaced(path) as tmp:
+            torch.save(self.optimizer.state_dict(), tmp)
 
     def load_optimizer(self, path: Path) -> None:
         self.optimizer.load_state_dict(torch.load(path, map_location=self.device))

@@ -5,9 +5,10 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,10 @@ ACCOUNTS_FILE = "accounts.json"
 INTERRUPTED_PHASE = "interrupted"  # wall time a killed process spent past its last checkpoint
 MIN_FREE_BYTES = 1 << 20  # what a run needs to start: its config, Hydra's .hydra/ files, the first log lines
 LOCK_FILE = ".lock"  # one writer per folder: flock'd while a process runs in it, holds that process's pid
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
+TORCH_SHORT_WRITE = ("PytorchStreamWriter failed writing", "unexpected pos")  # how torch.save says a write fell short
+STAGED = ".next"  # the suffix of a checkpoint's files before they are moved into place
+COMMIT_FILE = "checkpoint.commit"  # names a committed checkpoint's staged files until they are all in place
 
 
 def adapters_found_in(config: Mapping[str, Any], folder: str | os.PathLike) -> dict[str, Any]:
@@ -55,6 +60,19 @@ def _adapter_here(value: Any, folder: Path) -> Any:
     return str(moved) if moved.exists() else value
 
 
+@contextmanager
+def replaced(path: Path) -> Iterator[Path]:
+    """A temporary file beside `path` to write, moved onto it once written whole, removed if the write fails (a
+    full disk included): a killed run never leaves a half-written file, the previous version stays."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        yield tmp
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+
+
 def lock_holder(path: str | os.PathLike) -> int | None:
     """The pid of the live process that holds the folder's lock, or None when no process does (a lock
     file left by a killed process is free: the kernel drops a flock with its holder)."""
@@ -78,19 +96,37 @@ def refuse_if_locked(path: str | os.PathLike, what: str) -> None:
                         f"wait for it to finish (or stop it: kill {pid}), or pick another folder")
 
 
-def is_disk_full(error: BaseException) -> bool:
-    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+def disk_full(error: BaseException | None) -> OSError | None:
+    """The full disk behind a writer's failure, anywhere in the chain of its causes, as an OSError; None when
+    the failure is another. Each writer says it its own way: Python's file writes raise OSError ENOSPC (EDQUOT:
+    a full quota), safetensors a SafetensorError naming the OS error, torch.save's zip writer a RuntimeError about
+    the short write it made (which on a run's disk is a full one), the LM call cache (sqlite) a UserError raised
+    from an OSError."""
+    seen = set()
+    while error is not None and id(error) not in seen:  # a chain can loop back (an exception re-raised in its handler)
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in DISK_FULL:
+            return error
+        said = re.search(r"os error (\d+)", str(error)) if type(error).__name__ == "SafetensorError" else None
+        if said and int(said[1]) in DISK_FULL:
+            return OSError(int(said[1]), os.strerror(int(said[1])))
+        if isinstance(error, RuntimeError) and any(text in str(error) for text in TORCH_SHORT_WRITE):
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def disk_full_error(folder: str | os.PathLike, error: OSError, command: str = "run") -> UserError:
-    """One line for a run that filled its disk: every file is written atomically (or rewritten on
-    resume), so the folder continues from its last checkpoint once there is space."""
-    what = f", writing {error.filename}" if error.filename else ""
+    """One line for a run that filled a disk, its run folder's or its LM call cache's: every file is written
+    atomically (or rewritten on resume), so the folder continues from its last checkpoint once there is space."""
+    elsewhere = error.filename and Path(folder).resolve() not in Path(error.filename).resolve().parents
+    device = error.filename if elsewhere else f"the run folder {folder}"
+    what = f", writing {error.filename}" if error.filename and not elsewhere else ""
     try:
-        free = f", {shutil.disk_usage(folder).free // 1024} KB free"
+        free = f", {shutil.disk_usage(Path(error.filename).parent if elsewhere else folder).free // 1024} KB free"
     except OSError:
         free = ""
-    problem = f"no space left on the device of the run folder {folder}: its disk is full ({error.strerror}{what}{free})"
+    problem = f"no space left on the device of {device}: its disk is full ({error.strerror}{what}{free})"
     if not (Path(folder) / "config.yaml").is_file():  # nothing of the run was written yet
         return UserError(problem, "free space there, then run the same command again")
     return UserError(problem, f"free space there, then continue: optimas {command} <same overrides> resume={folder}")
@@ -122,6 +158,24 @@ def prepare_run_dir(path: str | os.PathLike) -> None:
     check_free_space(path)
 
 
+def damaged_file(path: str | os.PathLike, why: str) -> UserError:
+    """One line for a run folder's file that cannot be read as the run wrote it (cut short by a copy, a
+    crash of the disk, a hand edit): going on from a guess at its content would compute the wrong thing."""
+    return UserError(f"{path} is damaged ({why})",
+                     "restore the file from a copy, or start over in a new run folder (without resume=)")
+
+
+def read_state(path: str | os.PathLike, default: Any = None) -> Any:
+    """A JSON state file of a run folder (a checkpoint, accounts.json), or `default` when there is none."""
+    path = Path(path)
+    if not path.exists():
+        return default
+    try:
+        return json.loads(path.read_text())
+    except ValueError as error:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
+        raise damaged_file(path, str(error).splitlines()[0]) from None
+
+
 def _pid_in(lock: Path) -> int | str:
     try:
         return int(lock.read_text().strip())
@@ -139,7 +193,7 @@ class RunFolder:
 
     def lock(self) -> None:
         """Become the folder's only writer, or raise a UserError naming the process that is; held
-        until unlock() or this process's end (a kill included)."""
+        until unlock() or this process's end (a kill included). The writer first recovers the last checkpoint."""
         handle = open(self.file(LOCK_FILE), "a+")  # no truncation: the holder's pid stays readable
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -152,6 +206,7 @@ class RunFolder:
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         self._lock = handle
+        self.recover()
 
     def unlock(self) -> None:
         handle = getattr(self, "_lock", None)
@@ -166,30 +221,38 @@ class RunFolder:
         return self.write_text(name, json.dumps(relative_inside(data, self.path), indent=2, ensure_ascii=False, default=str))
 
     def write_text(self, name: str, text: str) -> Path:
-        """Write to a temporary file then rename: a killed run (or a full disk) never leaves a
-        half-written file, the previous version stays."""
         target = self.file(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        try:
+        with replaced(target) as tmp:
             tmp.write_text(text)
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise
-        os.replace(tmp, target)
         return target
 
     def read_json(self, name: str, default: Any = None) -> Any:
-        target = self.file(name)
-        return json.loads(target.read_text()) if target.exists() else default
+        return read_state(self.file(name), default)
 
-    def save_accounts(self, ctx) -> None:
-        """What the run has spent so far (system runs, wall time, LM usage); written with every
-        checkpoint, so a resumed run's results.json counts the work done before the kill. Written just
-        before the file that marks the checkpoint done: a kill between the two (one file write) is the
-        only moment whose work a resumed run counts twice."""
+    def checkpoint(self, ctx, files: Mapping[str, Any] | None = None) -> None:
+        """What the run has spent so far (system runs, wall time, LM usage: accounts.json, so a resumed run's
+        results.json counts the work done before the kill) and the files that mark that work done (name ->
+        JSON data), as one commit: each file is staged under a new name, the commit file naming them is
+        written last, then each is moved into place. A kill or a full disk anywhere in it leaves the whole
+        previous checkpoint or the whole new one (recover() finishes a committed one): a resumed run never
+        counts work twice, nor forgets work its state says was done."""
         usage = ctx.lm.usage() if callable(getattr(ctx.lm, "usage", None)) else {}
-        self.write_json(ACCOUNTS_FILE, {"ledger": ctx.ledger.state(), "lm": usage, "saved_at": time.time()})
+        staged = {ACCOUNTS_FILE: {"ledger": ctx.ledger.state(), "lm": usage, "saved_at": time.time()}, **(files or {})}
+        for name, data in staged.items():
+            self.write_json(name + STAGED, data)
+        self.write_json(COMMIT_FILE, list(staged))
+        self.recover()
+
+    def recover(self) -> None:
+        """Finish the checkpoint a kill interrupted after its commit, and drop the staged files of one it
+        interrupted before: by the folder's one writer, before it reads anything (lock()), and by each commit."""
+        for name in self.read_json(COMMIT_FILE, []):
+            if self.file(name + STAGED).exists():
+                os.replace(self.file(name + STAGED), self.file(name))
+        self.file(COMMIT_FILE).unlink(missing_ok=True)
+        for uncommitted in self.path.glob(f"*{STAGED}"):
+            uncommitted.unlink()
 
     def restore_accounts(self, ctx) -> float | None:
         """Go on counting from the last checkpoint; returns its time (None in a fresh folder).

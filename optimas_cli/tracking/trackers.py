@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from optimas_cli.errors import UserError
@@ -23,6 +24,19 @@ def check_installed(module: str) -> None:
     if module in EXTRAS and importlib.util.find_spec(module) is None:
         raise UserError(f"tracking={module} needs the {EXTRAS[module]} package, which is not installed",
                         f"pip install -e '.[{module}]' (or tracking=none)")
+
+
+def check_store(tracking: Mapping) -> None:
+    """Before a run spends anything: an MLflow database file (sqlite:///<path>) lies in a folder that exists.
+    MLflow would create the folder at the end of the run, so a typo in the path became a stray folder."""
+    uri = str(tracking.get("uri") or "") if tracking.get("name") == "mlflow" else ""
+    if not uri.startswith("sqlite:///"):
+        return
+    # sqlite:////abs/x.db names an absolute path, sqlite:///x.db one relative to the working directory
+    database = Path(uri.removeprefix("sqlite:///").split("?")[0])
+    if database.name and database.name != ":memory:" and not database.parent.is_dir():
+        raise UserError(f"tracking.uri={uri} names a database in {database.parent}, which does not exist",
+                        f"create it first (mkdir -p {database.parent}), or point tracking.uri at an existing folder")
 
 
 class MLflowTracker:
