@@ -60,3 +60,29 @@ def served_tiny_model(tiny_model_dir):
 
     with transformers_serve(tiny_model_dir) as api_base:
         yield api_base, f"hosted_vllm/{tiny_model_dir}"
+
+
+@pytest.fixture
+def seeds_by_prompt(monkeypatch):
+    """Every rendered prompt the local model sampled, with the seeds it sampled it with."""
+    import threading
+    from collections import defaultdict
+
+    from optimas_cli.lm.local.model import LocalModel
+
+    seen: dict[str, set[int]] = defaultdict(set)
+    lock = threading.Lock()
+    original = LocalModel.serve
+
+    def record(requests):
+        with lock:
+            for request in requests:
+                seen[request.prompt].add(request.seed)
+        return requests
+
+    def recording(self, requests, adapter, deliver, join=None):
+        joining = (lambda rows, reach: record(join(rows, reach))) if join is not None else None
+        return original(self, record(requests), adapter, deliver, joining)
+
+    monkeypatch.setattr(LocalModel, "serve", recording)
+    return seen

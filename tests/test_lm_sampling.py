@@ -6,14 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from collections import defaultdict
 
 import pytest
 from transformers import AutoTokenizer
 
 from optimas_cli.lm.client import LMClient
-from optimas_cli.lm.local.model import LocalModel
 from optimas_cli.lm.sampling import sample_seed
 from optimas_cli.lm.types import LMRequest
 from optimas_cli.lrf.collect import collect_pairs
@@ -26,27 +24,6 @@ PROMPT_A, PROMPT_B = "What is the capital of France?", "Name a colour."
 
 def chat(text: str) -> list[dict]:
     return [{"role": "user", "content": text}]
-
-
-@pytest.fixture
-def seeds_by_prompt(monkeypatch):
-    """Every rendered prompt the local model sampled, with the seeds it sampled it with."""
-    seen: dict[str, set[int]] = defaultdict(set)
-    lock = threading.Lock()
-    original = LocalModel.serve
-
-    def record(requests):
-        with lock:
-            for request in requests:
-                seen[request.prompt].add(request.seed)
-        return requests
-
-    def recording(self, requests, adapter, deliver, join=None):
-        joining = (lambda rows, reach: record(join(rows, reach))) if join is not None else None
-        return original(self, record(requests), adapter, deliver, joining)
-
-    monkeypatch.setattr(LocalModel, "serve", recording)
-    return seen
 
 
 def shared_seeds(seen: dict[str, set[int]]) -> dict[int, int]:

@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
-from collections import defaultdict
 
 import pytest
 
 from optimas_cli.lm.cache import call_key
 from optimas_cli.lm.client import LMClient
-from optimas_cli.lm.local.model import LocalModel
 from optimas_cli.lm.sampling import sample_seed
 from optimas_cli.lm.types import LMRequest
-from optimas_cli.system import CompoundSystem, Component, ConfigKind, RunContext, RunLedger
+from optimas_cli.system import Component, CompoundSystem, ConfigKind, RunContext, RunLedger
 from optimas_cli.system.context import UNPAIRED_EVENT
 from pipelines.synthetic.label_quality import collect_labels
 from tests.transformers_server import transformers_serve
@@ -76,27 +73,6 @@ def test_components_see_their_examples_names_outside_test_scoring(phase, paired,
     else:
         [rows] = seen  # one name per example: equal examples share it, different ones do not
         assert rows[0] == rows[2] != rows[1]
-
-
-@pytest.fixture
-def seeds_by_prompt(monkeypatch):
-    """Every prompt the embedded model sampled, with the seeds it sampled it with."""
-    seen: dict[str, set[int]] = defaultdict(set)
-    lock = threading.Lock()
-    original = LocalModel.serve
-
-    def record(requests):
-        with lock:
-            for request in requests:
-                seen[request.prompt].add(request.seed)
-        return requests
-
-    def recording(self, requests, adapter, deliver, join=None):
-        joining = (lambda rows, reach: record(join(rows, reach))) if join is not None else None
-        return original(self, record(requests), adapter, deliver, joining)
-
-    monkeypatch.setattr(LocalModel, "serve", recording)
-    return seen
 
 
 def test_the_embedded_model_samples_two_requests_with_one_key_from_one_stream(tiny_model, tmp_path, seeds_by_prompt):

@@ -9,8 +9,9 @@ and per-input routes read it through ctx.lrf); the loop learns the configuration
 the global-reward scorer does. There is nothing to collect, train or adapt, so Stage 1 and Stage 2
 are skipped and cost nothing; the loop, its local optimizers and its gate are Optimas' own.
 
-Its scores are expected rewards in [0, 1]: a global choice is sampled with p ∝ exp(mean r_k / T)
-(method.optimizer.choice.temperature), as for any LRF.
+Its scores are expected rewards in [0, 1]; a global choice samples them as any LRF's (optim/choice.py: on
+the scores' own spread, among values at least as good as the current one, unless
+method.optimizer.choice.scale=absolute), so a perfect reward never proposes a worse value.
 """
 from __future__ import annotations
 
