@@ -117,7 +117,7 @@ def test_plan_refuses_what_run_refuses_and_does_not_loop_per_iteration(capsys):
 
     for bad, expected in [("method.scheduler=bogus", "unknown scheduler 'bogus'"),
                           ("method.stage2_pool=x", "method.stage2_pool='x' is not allowed — method.stage2_pool takes one of train | beyond_train"),
-                          ("seed=abc", "seed must be a whole number")]:
+                          ("seed=abc", "seed='abc' is not an integer")]:
         assert main(["plan", "pipeline=toy_hint", "method=optimas", bad]) == 2
         assert expected in capsys.readouterr().err
     started = time.time()
