@@ -34,7 +34,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check optimas_cli pipelines scripts tests
+	$(BIN)/ruff check optimas_cli optimas_pipelines scripts tests
 
 # Per-phase seconds, calls, tokens, prefill/decode speed and RSS of two small slices, then the LM layer's
 # throughput. Against another revision in one invocation: make bench BENCH_ARGS="--compare main"

@@ -226,36 +226,36 @@ METHODS = {
 
 SPLIT_SIZES = {"train_size": Integer(1), "val_size": Integer(1), "test_size": Integer(1, null=True)}
 PIPELINES = {  # each build()'s own parameters (a pipeline takes no key its build() does not name)
-    "pipelines.amazon.build": {
+    "optimas_pipelines.amazon.build": {
         "base_model": Text(), "decider_model": Text(null=True), "analyzer_max_tokens": Integer(1),
         "profiler_max_tokens": Integer(1), "decider_max_tokens": Integer(1), "single_llm_max_tokens": Integer(1),
         "stratified_subsets": Flag(),
     },
-    "pipelines.bigcodebench.build": {
+    "optimas_pipelines.bigcodebench.build": {
         "code_max_tokens": Integer(1), "tests_max_tokens": Integer(1), "single_llm_max_tokens": Integer(1),
         "test_timeout": Number(above=0), "executor_timeout": Number(above=0), "memory_mb": Integer(1),
         "workers": Integer(1, null=True),
     },
-    "pipelines.collab_chain.build": {
+    "optimas_pipelines.collab_chain.build": {
         "base_model": Text(), "reader_max_tokens": Integer(1), "answerer_max_tokens": Integer(1),
         "single_llm_max_tokens": Integer(1),
     },
-    "pipelines.hotpotqa.build": {
+    "optimas_pipelines.hotpotqa.build": {
         **SPLIT_SIZES, "k": Integer(1), "retriever": OneOf("bm25", "colbert"),  # hotpotqa/system.py RETRIEVERS
         "colbert_url": Text(null=True), "seed": SEED, "context_tokens": Integer(1, null=True),
     },
-    "pipelines.pubmedqa.build": {
+    "optimas_pipelines.pubmedqa.build": {
         "lm_model": Text(), "candidate_models": ListOf(Text()), "local_candidate_models": ListOf(Text()),
         "model_priors": MapOf(Number()), "analyst_max_tokens": Integer(1), "solver_max_tokens": Integer(1),
         "single_llm_max_tokens": Integer(1),
     },
-    "pipelines.stark_prime.build": {
+    "optimas_pipelines.stark_prime.build": {
         "kb_dir": Text(null=True), "candidates_file": Text(null=True), "emb_dir": Text(null=True),
         "skb_root": Text(null=True), "cache_dir": Text(null=True), "train_size": Integer(1, null=True),
         "val_size": Integer(1, null=True), "test_size": Integer(1, null=True), "seed": SEED,
         "info_chars": Integer(1), "scorer_max_tokens": Integer(1),
     },
-    "pipelines.synthetic.system.build": {
+    "optimas_pipelines.synthetic.system.build": {
         **SPLIT_SIZES, "test_size": Integer(1),
         "components": Integer(2, 50),
         "shape": OneOf("chain", "tree", "diamond"),  # synthetic/spec.py SHAPES
@@ -266,9 +266,9 @@ PIPELINES = {  # each build()'s own parameters (a pipeline takes no key its buil
         "metric": OneOf("mean", "sink"),  # synthetic/spec.py METRICS
         "marks": Integer(1), "instance": SEED,
     },
-    "pipelines.toys.hint.build": {},
-    "pipelines.toys.model_selector.build": {},
-    "pipelines.toys.retriever.build": {},
+    "optimas_pipelines.toys.hint.build": {},
+    "optimas_pipelines.toys.model_selector.build": {},
+    "optimas_pipelines.toys.retriever.build": {},
 }
 
 # MLflow 3 refuses its file store (file:./mlruns, a bare folder) at the first call, after the whole run:

@@ -25,8 +25,8 @@ from transformers import DynamicCache  # noqa: E402
 
 from optimas_cli.lm.local.model import Decoding, LocalModel, Request, completion_length  # noqa: E402
 from optimas_cli.lm.local.registry import local_model_folder  # noqa: E402
-from pipelines.amazon import prompts  # noqa: E402
-from pipelines.amazon.data import load_splits  # noqa: E402
+from optimas_pipelines.amazon import prompts  # noqa: E402
+from optimas_pipelines.amazon.data import load_splits  # noqa: E402
 
 MODEL = "smollm2-135m-instruct"
 

@@ -17,7 +17,7 @@ verdict comes from the judge the task gets by default (judges.py), counted per j
 --classify runs every runnable task's reference solution under both judges and says which tasks
 the out-of-process judge can judge: none of its tests' static reasons, and the reference passes
 there as it passes in process (no value failing to cross). --write-table stores those tasks'
-test hashes in pipelines/bigcodebench/out_of_process.json, which judges.py reads.
+test hashes in optimas_pipelines/bigcodebench/out_of_process.json, which judges.py reads.
 """
 from __future__ import annotations
 
@@ -36,9 +36,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from optimas_cli.sandbox import SandboxLimits, probe_isolation  # noqa: E402
-from pipelines.bigcodebench.data import load_tasks, task_missing_libs  # noqa: E402
-from pipelines.bigcodebench.execution import SuiteOutcome, run_suites  # noqa: E402
-from pipelines.bigcodebench.judges import IN_PROCESS, OUT_OF_PROCESS, VERIFIED, static_reason, suite_hash  # noqa: E402
+from optimas_pipelines.bigcodebench.data import load_tasks, task_missing_libs  # noqa: E402
+from optimas_pipelines.bigcodebench.execution import SuiteOutcome, run_suites  # noqa: E402
+from optimas_pipelines.bigcodebench.judges import (  # noqa: E402
+    IN_PROCESS,
+    OUT_OF_PROCESS,
+    VERIFIED,
+    static_reason,
+    suite_hash,
+)
 
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit|Interrupt|Warning))\b", re.MULTILINE)
 

@@ -15,8 +15,8 @@ import time
 from optimas_cli.lm.client import LMClient
 from optimas_cli.lm.local import model as local_model
 from optimas_cli.lm.types import LMRequest
-from pipelines.amazon import prompts
-from pipelines.amazon.data import load_splits
+from optimas_pipelines.amazon import prompts
+from optimas_pipelines.amazon.data import load_splits
 
 BATCHES: list[tuple[int, int, int]] = []  # (rows, padded width, prompt tokens) of each generate call
 

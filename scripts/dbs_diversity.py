@@ -22,8 +22,8 @@ import time  # noqa: E402
 
 from optimas_cli.lm.client import LMClient  # noqa: E402
 from optimas_cli.lm.types import LMRequest  # noqa: E402
-from pipelines.amazon import prompts  # noqa: E402
-from pipelines.amazon.data import load_splits  # noqa: E402
+from optimas_pipelines.amazon import prompts  # noqa: E402
+from optimas_pipelines.amazon.data import load_splits  # noqa: E402
 
 
 def jaccard(a: str, b: str) -> float:

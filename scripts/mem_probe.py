@@ -5,7 +5,7 @@
     python scripts/mem_probe.py lrf-train                          # LRF Stage 1 steps at lrf.train.batch_size
     python scripts/mem_probe.py grpo --component analyzer          # one GRPO step (local optimization)
 
-Prompts are the pipeline's own (pipelines/amazon/prompts.py) on the longest training/test inputs, so a
+Prompts are the pipeline's own (optimas_pipelines/amazon/prompts.py) on the longest training/test inputs, so a
 batch has the padded shape the run meets at worst. Prints one JSON line: the process's peak RSS after
 loading (`loaded_gb`), after the operation (`peak_gb`), and what the operation added (`added_gb`).
 The embedded model is read from the converted-model cache; nothing is written to the LM call cache.
@@ -33,7 +33,7 @@ def peak_gb() -> float:
 
 
 def messages(component: str, example: dict) -> list[dict]:
-    from pipelines.amazon import prompts
+    from optimas_pipelines.amazon import prompts
 
     if component == "analyzer":
         return prompts.analyzer_messages(example["sequence"])
@@ -44,7 +44,7 @@ def messages(component: str, example: dict) -> list[dict]:
 
 def longest_first(component: str, tokens) -> list[dict]:
     """Amazon inputs of the run's splits, the longest prompts first."""
-    from pipelines.amazon.data import load_splits
+    from optimas_pipelines.amazon.data import load_splits
 
     splits = load_splits(stratified=True)
     rows = splits.train[:50] + splits.val[:60] + splits.test[:200]
@@ -106,7 +106,7 @@ def probe_grpo(args) -> dict:
     from optimas_cli.lrf.model import LocalRewardModel
     from optimas_cli.optim.settings import WeightsSettings
     from optimas_cli.optim.weights import resolve_base_model, train_adapter
-    from pipelines.amazon.system import CandidateProfiler, SessionAnalyzer
+    from optimas_pipelines.amazon.system import CandidateProfiler, SessionAnalyzer
 
     cls = SessionAnalyzer if args.component == "analyzer" else CandidateProfiler
     name = "session_analyzer" if args.component == "analyzer" else "candidate_profiler"

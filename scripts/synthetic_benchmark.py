@@ -24,7 +24,7 @@ docs/results/synthetic/README.md (its hand-written parts stay), phase-map/runs.c
 phase_map.png.
 
 Regret = the optimum's expected test score minus the reached configuration's, both exact
-(pipelines/synthetic/exact.py): a router's `lrf` picks are read from the run's own test traces.
+(optimas_pipelines/synthetic/exact.py): a router's `lrf` picks are read from the run's own test traces.
 """
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ sys.path.insert(0, str(ROOT))
 from optimas_cli.report.paper_tables import optimization_runs  # noqa: E402
 from optimas_cli.stats import seed_interval  # noqa: E402
 from optimas_cli.system import LRF_ROUTE  # noqa: E402
-from pipelines.synthetic import exact  # noqa: E402
-from pipelines.synthetic.system import build  # noqa: E402
+from optimas_pipelines.synthetic import exact  # noqa: E402
+from optimas_pipelines.synthetic.system import build  # noqa: E402
 
 # -- the grid, fixed before any run -----------------------------------------------------------------
 SIMULATOR = {"shape": "chain", "kinds": "mix", "input_types": 3, "noise": 0.5, "coupling": 0.5, "marks": 8}

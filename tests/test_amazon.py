@@ -13,9 +13,9 @@ from omegaconf import OmegaConf
 from optimas_cli.errors import DataError
 from optimas_cli.system import ConfigKind, RunContext, RunLedger
 from optimas_cli.system.evaluate import evaluate
-from pipelines.amazon import build
-from pipelines.amazon.data import FILES, load_splits, read_csv
-from pipelines.amazon.metric import accuracy, parse_choice
+from optimas_pipelines.amazon import build
+from optimas_pipelines.amazon.data import FILES, load_splits, read_csv
+from optimas_pipelines.amazon.metric import accuracy, parse_choice
 from tests.fakes import ScriptedLM
 
 ROOT = Path(__file__).resolve().parent.parent

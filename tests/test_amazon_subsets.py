@@ -3,8 +3,8 @@ every prefix holds the source files in the split's proportions; off by default, 
 their subsets (the official order: every English row first)."""
 from __future__ import annotations
 
-from pipelines.amazon import floors as amazon_floors
-from pipelines.amazon.data import load_splits, source_of, stratified_order
+from optimas_pipelines.amazon import floors as amazon_floors
+from optimas_pipelines.amazon.data import load_splits, source_of, stratified_order
 from tests.test_floors import write_amazon_data
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.evaluate import evaluate
-from pipelines.amazon import build
-from pipelines.amazon.metric import parse_choice
+from optimas_pipelines.amazon import build
+from optimas_pipelines.amazon.metric import parse_choice
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OPTIMAS_DATA_DIR") or ROOT.parent / "shared" / "data")

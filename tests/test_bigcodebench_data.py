@@ -10,7 +10,7 @@ import pytest
 
 from optimas_cli.errors import DataError
 from optimas_cli.system.pipeline import Splits
-from pipelines.bigcodebench.data import (
+from optimas_pipelines.bigcodebench.data import (
     load_tasks,
     missing_libs,
     official_splits,

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 
 from optimas_cli.sandbox import SandboxLimits
-from pipelines.bigcodebench import execution
-from pipelines.bigcodebench.execution import OutcomeCache, SuiteOutcome, describe, run_suites
-from pipelines.bigcodebench.metric import pass_rate_metric
-from pipelines.bigcodebench.suite_plan import plan_suite
+from optimas_pipelines.bigcodebench import execution
+from optimas_pipelines.bigcodebench.execution import OutcomeCache, SuiteOutcome, describe, run_suites
+from optimas_pipelines.bigcodebench.metric import pass_rate_metric
+from optimas_pipelines.bigcodebench.suite_plan import plan_suite
 
 LIMITS = SandboxLimits(wall_seconds=20, memory_mb=1024, output_bytes=65536)
 CODE = "def task_func(a, b):\n    return a + b\n"

@@ -1,7 +1,7 @@
 """Code and tests are pulled out of replies of every shape a small or large model gives."""
 from __future__ import annotations
 
-from pipelines.bigcodebench.extract import code_blocks, extract_code, extract_tests, parses
+from optimas_pipelines.bigcodebench.extract import code_blocks, extract_code, extract_tests, parses
 
 PROMPT = "import math\nimport random\ndef task_func(n=3):\n"
 

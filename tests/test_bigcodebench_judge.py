@@ -16,9 +16,9 @@ import sys
 import pytest
 
 from optimas_cli.sandbox import SandboxLimits
-from pipelines.bigcodebench import crossing, judges
-from pipelines.bigcodebench.execution import run_suites
-from pipelines.bigcodebench.judges import (
+from optimas_pipelines.bigcodebench import crossing, judges
+from optimas_pipelines.bigcodebench.execution import run_suites
+from optimas_pipelines.bigcodebench.judges import (
     IN_PROCESS,
     JUDGES,
     OUT_OF_PROCESS,
@@ -26,7 +26,7 @@ from pipelines.bigcodebench.judges import (
     static_reason,
     suite_hash,
 )
-from pipelines.bigcodebench.metric import pass_rate_metric
+from optimas_pipelines.bigcodebench.metric import pass_rate_metric
 
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
@@ -386,7 +386,7 @@ def test_the_metric_counts_verdicts_per_judge():
 
 @linux
 def test_real_tasks_are_judged_out_of_process_and_a_wrong_answer_fails_there():
-    data = pytest.importorskip("pipelines.bigcodebench.data")
+    data = pytest.importorskip("optimas_pipelines.bigcodebench.data")
     try:
         tasks = {t["task_id"]: t for t in data.load_tasks()}
     except Exception:  # noqa: BLE001 - no local data and no hub: nothing real to check

@@ -7,8 +7,8 @@ import pytest
 
 from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.evaluate import evaluate
-from pipelines.bigcodebench import build
-from pipelines.bigcodebench.data import load_tasks
+from optimas_pipelines.bigcodebench import build
+from optimas_pipelines.bigcodebench.data import load_tasks
 from tests.fakes import ScriptedLM
 
 DATA = "/work/shared/data"

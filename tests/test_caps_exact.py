@@ -87,7 +87,7 @@ def loop_family(name: str, request):
     from optimas_cli.methods.hbc import HBC
     from optimas_cli.methods.llmselector import LLMSelector
     from optimas_cli.methods.textgrad import TextGrad
-    from pipelines.toys import retriever
+    from optimas_pipelines.toys import retriever
     from tests.test_methods_hbc import lucky_capitals_lm
     from tests.test_methods_toys import capitals, capitals_lm, two_models, two_models_lm
 
@@ -202,7 +202,7 @@ def oracle_optimas():
     """Optimas' own loop on routers whose every value the exact local reward scores: a local search whose
     cost the loop cannot know before it runs."""
     from optimas_cli.methods.optimas import Optimas
-    from pipelines.synthetic.system import build
+    from optimas_pipelines.synthetic.system import build
 
     pipeline = build(components=3, kinds="route", options=16, interaction="on", train_size=4, val_size=4, test_size=4)
     method = Optimas(budget=smoke_budget(iterations=6), lrf={"name": "oracle"}, seed=0,

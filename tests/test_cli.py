@@ -26,7 +26,7 @@ def test_unoptimized_toy_run_writes_results(tmp_path, pipeline, score):
     assert results["test"]["mean"] == pytest.approx(score, abs=1e-4)
     assert set(results["test"]) >= {"mean", "std", "scores", "n"}
     assert set(results["ledger"]) >= {"runs", "calls", "tokens", "seconds"}
-    assert results["config"]["pipeline"]["_target_"].startswith("pipelines.toys")
+    assert results["config"]["pipeline"]["_target_"].startswith("optimas_pipelines.toys")
     assert (out / "config.yaml").exists() and (out / "optimas.log").exists()
 
 

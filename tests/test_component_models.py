@@ -4,8 +4,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from optimas_cli.flows.models import component_models, local_precision, models_line
-from pipelines.amazon.system import build_system as amazon_system
-from pipelines.pubmedqa.system import build_system as pubmedqa_system
+from optimas_pipelines.amazon.system import build_system as amazon_system
+from optimas_pipelines.pubmedqa.system import build_system as pubmedqa_system
 
 SERVED = "hosted_vllm/served"
 

@@ -42,7 +42,7 @@ BAD_VALUES = [
     ("method.gate=bogus", "method.gate='bogus' is not allowed — method.gate takes one of strict | paired"),
     ("lrf.train.lr=abc", "lrf.train.lr='abc' is not a number"),
     ("lrf.collect.mc_repeats=abc", "lrf.collect.mc_repeats='abc' is not an integer"),
-    ("+pipeline.foo=1", "unknown key pipeline.foo: pipelines.toys.hint.build() takes no settings"),
+    ("+pipeline.foo=1", "unknown key pipeline.foo: optimas_pipelines.toys.hint.build() takes no settings"),
     ("lm.max_token=3", "unknown key lm.max_token — did you mean lm.max_tokens?"),
     ("+lrf.min_step=3", "unknown key lrf.min_step — did you mean lrf.min_steps?"),
     ("method.optimizer.weights.stps=3", "did you mean method.optimizer.weights.steps?"),
@@ -74,7 +74,7 @@ def test_a_pipeline_takes_only_the_keys_its_build_names(capsys):
     line = refused(capsys, ["plan", "pipeline=hotpotqa", "+pipeline.retreiver=bm25"])
     assert "unknown key pipeline.retreiver — did you mean pipeline.retriever?" in line
     line = refused(capsys, ["plan", "pipeline=synthetic", "+pipeline.zzz=1"])
-    assert "pipelines.synthetic.system.build() takes components, shape, kinds" in line  # the keys it does take
+    assert "optimas_pipelines.synthetic.system.build() takes components, shape, kinds" in line  # the keys it does take
     assert "pipeline.components=1 must be at least 2" in refused(capsys, ["plan", "pipeline=synthetic",
                                                                             "pipeline.components=1"])
 
@@ -142,8 +142,8 @@ def test_enumerations_match_the_code_that_reads_them():
     from optimas_cli.optim.prompt import PROPOSERS
     from optimas_cli.optim.rollouts import SAMPLING
     from optimas_cli.optim.settings import CHOICE_SCALES, ChoiceSettings, WeightsSettings
-    from pipelines.hotpotqa.system import RETRIEVERS
-    from pipelines.synthetic.spec import INTERACTIONS, METRICS, SHAPES
+    from optimas_pipelines.hotpotqa.system import RETRIEVERS
+    from optimas_pipelines.synthetic.spec import INTERACTIONS, METRICS, SHAPES
 
     methods = schema.METHODS
     assert set(schema.DTYPE.choices) == {"auto", *DTYPES}
@@ -152,10 +152,10 @@ def test_enumerations_match_the_code_that_reads_them():
     assert set(methods["optimas_cli.methods.optimas.Optimas"]["stage2_pool"].choices) == set(STAGE2_POOLS)
     assert set(methods["optimas_cli.methods.sysdpo.SysDPO"]["variant"].choices) == set(VARIANTS)
     assert set(methods["optimas_cli.methods.sysdpo.SysDPO"]["sampling"].choices) == set(SAMPLING)
-    assert set(schema.PIPELINES["pipelines.hotpotqa.build"]["retriever"].choices) == set(RETRIEVERS)
-    assert set(schema.PIPELINES["pipelines.synthetic.system.build"]["shape"].choices) == set(SHAPES)
-    assert set(schema.PIPELINES["pipelines.synthetic.system.build"]["interaction"].choices) == set(INTERACTIONS)
-    assert set(schema.PIPELINES["pipelines.synthetic.system.build"]["metric"].choices) == set(METRICS)
+    assert set(schema.PIPELINES["optimas_pipelines.hotpotqa.build"]["retriever"].choices) == set(RETRIEVERS)
+    assert set(schema.PIPELINES["optimas_pipelines.synthetic.system.build"]["shape"].choices) == set(SHAPES)
+    assert set(schema.PIPELINES["optimas_pipelines.synthetic.system.build"]["interaction"].choices) == set(INTERACTIONS)
+    assert set(schema.PIPELINES["optimas_pipelines.synthetic.system.build"]["metric"].choices) == set(METRICS)
     assert set(methods["optimas_cli.methods.optimas.Optimas"]["adaptation"].choices) == set(ADAPTATION_MODES)
     assert set(schema.LRF["collect"]["choices"].choices) == set(CHOICE_MODES)
     assert set(schema.LRF["train"]) == {f.name for f in inspect.signature(TrainConfig).parameters.values()}

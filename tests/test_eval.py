@@ -10,7 +10,7 @@ import pytest
 
 from optimas_cli.report.cli import write_report
 from optimas_cli.report.runs import load_runs
-from pipelines.toys.hint import rows as toy_hint_rows
+from optimas_pipelines.toys.hint import rows as toy_hint_rows
 from tests.cli_runner import optimas
 
 
@@ -54,7 +54,7 @@ def test_the_report_puts_eval_runs_in_their_own_table(evaluated, tmp_path):
 
 def test_eval_needs_no_train_or_validation_split(tmp_path):
     (tmp_path / "test_only.py").write_text(
-        "from pipelines.toys.hint import build as toy\n"
+        "from optimas_pipelines.toys.hint import build as toy\n"
         "def build(data_dir=None, **_):\n"
         "    pipeline = toy()\n"
         "    pipeline.splits.train, pipeline.splits.val = [], []\n"

@@ -17,7 +17,7 @@ import optimas_cli.api as optimas
 from optimas_cli.cli import main
 from optimas_cli.errors import UserError
 from optimas_cli.stats import mean_ci
-from pipelines.toys.retriever import rows as retriever_rows
+from optimas_pipelines.toys.retriever import rows as retriever_rows
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_the_export_holds_the_configuration_the_pipeline_and_the_test_score(run)
     results = json.loads((run / "results.json").read_text())
     ci = mean_ci(results["test"]["per_example"])
     assert data["format"] == "optimas-export/1" and data["method"] == "unoptimized"
-    assert data["pipeline"] == {"name": "toy_retriever", "settings": {"_target_": "pipelines.toys.retriever.build"}}
+    assert data["pipeline"] == {"name": "toy_retriever", "settings": {"_target_": "optimas_pipelines.toys.retriever.build"}}
     assert data["components"] == json.loads((run / "best_config.json").read_text())
     assert data["test"] == {"metric": "f1", "mean": results["test"]["mean"], "ci_low": ci.low, "ci_high": ci.high,
                             "n": results["test"]["n"]}

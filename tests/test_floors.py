@@ -15,8 +15,8 @@ import pytest
 from optimas_cli.report.cli import write_report
 from optimas_cli.report.runs import load_runs
 from optimas_cli.system.traces import PREDICTIONS, TraceSink
-from pipelines.amazon import floors as amazon_floors
-from pipelines.amazon.data import FILES
+from optimas_pipelines.amazon import floors as amazon_floors
+from optimas_pipelines.amazon.data import FILES
 
 ROWS_PER_FILE = 10  # 8 train/validation rows and 2 test rows per file (data.py's 80 / 20 split)
 
@@ -127,8 +127,8 @@ def test_floors_stand_beside_the_methods_on_the_same_examples(below_majority):
 
 
 def test_stark_floors_rank_the_candidates_without_an_lm():
-    from pipelines.stark_prime import floors as stark_floors
-    from pipelines.stark_prime.data import render_candidates
+    from optimas_pipelines.stark_prime import floors as stark_floors
+    from optimas_pipelines.stark_prime.data import render_candidates
 
     example = {"key": "q1", "question": "Which drug treats migraine headaches?", "candidate_ids": [10, 11, 12, 13, 14],
                "answer_ids": [12], "candidate_names": ["aspirin", "insulin", "sumatriptan", "heparin", "warfarin"],
@@ -145,7 +145,7 @@ def test_stark_floors_rank_the_candidates_without_an_lm():
 def test_a_pipeline_whose_floors_are_undefined_says_so_and_keeps_its_verdicts(tmp_path):
     from optimas_cli.report.floors import PipelineFloors, check
     from optimas_cli.report.runs import Run
-    from pipelines.bigcodebench import floors as bcb_floors
+    from optimas_pipelines.bigcodebench import floors as bcb_floors
 
     (floor,) = bcb_floors.floors([], [{"key": "t"}], {})
     assert floor.scores is None and floor.how.startswith("not defined")
@@ -167,7 +167,7 @@ def test_the_majority_floor_shares_ties_and_needs_a_recurring_answer():
 
 
 def test_hotpotqa_majority_answer_is_normalized_and_scored_by_answer_f1():
-    from pipelines.hotpotqa import floors as hotpot_floors
+    from optimas_pipelines.hotpotqa import floors as hotpot_floors
 
     train = [{"gold_answer": a} for a in ("Yes", "yes.", "no", "Paris")]
     test = [{"key": "a", "gold_answer": "yes"}, {"key": "b", "gold_answer": "no"}]
@@ -176,8 +176,8 @@ def test_hotpotqa_majority_answer_is_normalized_and_scored_by_answer_f1():
 
 
 def test_hotpotqa_bm25_floor_answers_with_the_top_passage_title(tmp_path):
-    from pipelines.hotpotqa.floors import bm25_floor
-    from pipelines.hotpotqa.passage_search import BM25PassageIndex, Passage
+    from optimas_pipelines.hotpotqa.floors import bm25_floor
+    from optimas_pipelines.hotpotqa.passage_search import BM25PassageIndex, Passage
 
     search = BM25PassageIndex.load_or_build(
         [Passage("Paris", "capital city of France on the Seine"), Passage("Berlin", "capital of Germany on the Spree"),

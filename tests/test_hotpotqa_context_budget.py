@@ -6,10 +6,10 @@ import pytest
 from optimas_cli.errors import UserError
 from optimas_cli.system.context import RunContext
 from optimas_cli.system.ledger import RunLedger
-from pipelines.hotpotqa.context_budget import CHARS_PER_TOKEN, PassageBudget
-from pipelines.hotpotqa.passage_search import Passage
-from pipelines.hotpotqa.system import build
-from pipelines.hotpotqa.system import components as hotpotqa_components
+from optimas_pipelines.hotpotqa.context_budget import CHARS_PER_TOKEN, PassageBudget
+from optimas_pipelines.hotpotqa.passage_search import Passage
+from optimas_pipelines.hotpotqa.system import build
+from optimas_pipelines.hotpotqa.system import components as hotpotqa_components
 from tests.fakes import ScriptedLM
 
 PASSAGES = [f"Title {i} | " + "word " * 40 for i in range(25)]  # ~210 characters each

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from optimas_cli.system.parsing import Unparsed
-from pipelines.hotpotqa.metric import answer_f1, f1_score, normalize_answer
-from pipelines.hotpotqa.prompts import parse_hints, parse_keywords, parse_rewrite, parse_short_answer
+from optimas_pipelines.hotpotqa.metric import answer_f1, f1_score, normalize_answer
+from optimas_pipelines.hotpotqa.prompts import parse_hints, parse_keywords, parse_rewrite, parse_short_answer
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,10 @@ import pytest
 from optimas_cli.errors import DataError, UserError
 from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.evaluate import evaluate, rewards
-from pipelines.hotpotqa import build, data
-from pipelines.hotpotqa.colbert import ColBERTv2Search
-from pipelines.hotpotqa.passage_search import BM25PassageIndex, Passage
-from pipelines.hotpotqa.test_ids import TEST_IDS
+from optimas_pipelines.hotpotqa import build, data
+from optimas_pipelines.hotpotqa.colbert import ColBERTv2Search
+from optimas_pipelines.hotpotqa.passage_search import BM25PassageIndex, Passage
+from optimas_pipelines.hotpotqa.test_ids import TEST_IDS
 from tests.fakes import ScriptedLM
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import pytest
 
 from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.evaluate import evaluate, rewards
-from pipelines.hotpotqa import build
+from optimas_pipelines.hotpotqa import build
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OPTIMAS_DATA_DIR") or ROOT.parent / "shared" / "data")

@@ -17,7 +17,7 @@ from optimas_cli.lm.types import LMRequest
 from optimas_cli.lrf.collect import collect_pairs
 from optimas_cli.optim.rollouts import Branching, sample_rollouts
 from optimas_cli.system import CompoundSystem, ConfigKind, RunContext, RunLedger
-from pipelines.collab_chain.system import Answerer, EvidenceReader
+from optimas_pipelines.collab_chain.system import Answerer, EvidenceReader
 
 PROMPT_A, PROMPT_B = "What is the capital of France?", "Name a colour."
 

@@ -15,9 +15,9 @@ from optimas_cli.lrf.collect import COLLECTION_PHASE
 from optimas_cli.lrf.stage import collect_initial_pairs
 from optimas_cli.system import LRF_ROUTE, RunContext, RunLedger
 from optimas_cli.system.run_folder import RunFolder
-from pipelines.synthetic.label_quality import COLLECT, exact_given_output, label_agreement
-from pipelines.synthetic.system import build
-from pipelines.toys.hint import build as toy_hint
+from optimas_pipelines.synthetic.label_quality import COLLECT, exact_given_output, label_agreement
+from optimas_pipelines.synthetic.system import build
+from optimas_pipelines.toys.hint import build as toy_hint
 
 
 def collect(pipe, folder, labels: str):

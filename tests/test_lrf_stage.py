@@ -140,7 +140,7 @@ def test_a_components_expected_collection_alone_adds_up_to_the_whole_and_bounds_
     from optimas_cli.lrf.buffer import ReplayBuffer
     from optimas_cli.lrf.collect import collect_all
     from optimas_cli.lrf.stage import Stage2
-    from pipelines.synthetic.system import build
+    from optimas_pipelines.synthetic.system import build
 
     pipe = build(components=5, shape="diamond", kinds="mix", noise=0.5, instance=1)
     config, inputs = pipe.system.default_config(), pipe.splits.train[:3]

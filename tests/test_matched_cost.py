@@ -115,7 +115,7 @@ def test_a_matched_loop_baseline_spends_up_to_the_cap_not_its_iterations(tmp_pat
     from optimas_cli.system import RunContext
     from optimas_cli.system.caps import BudgetCaps
     from optimas_cli.system.ledger import RunLedger
-    from pipelines.toys import retriever
+    from optimas_pipelines.toys import retriever
     from tests.test_methods_toys import smoke_budget
 
     def optimized(budget, cap, folder):
@@ -146,7 +146,7 @@ def test_a_matched_loop_stops_before_a_local_search_whose_proposal_it_could_not_
     from optimas_cli.system import RunContext
     from optimas_cli.system.caps import BudgetCaps
     from optimas_cli.system.ledger import RunLedger
-    from pipelines.toys import retriever
+    from optimas_pipelines.toys import retriever
     from tests.test_methods_toys import smoke_budget
 
     pipeline = retriever.build()

@@ -11,7 +11,7 @@ from optimas_cli.methods.dspy_mipro import PROPOSER_TAG, CompoundProgram, DSPyMI
 from optimas_cli.system import CompoundSystem, ConfigKind, Metric, Pipeline, RunContext, RunLedger, Splits
 from optimas_cli.system.caps import BudgetCaps
 from optimas_cli.system.run_folder import RunFolder
-from pipelines.toys import retriever
+from optimas_pipelines.toys import retriever
 from tests.fakes import ScriptedLM
 from tests.test_methods_toys import (
     CAPITALS,

@@ -16,10 +16,10 @@ from optimas_cli.methods.gepa_adapter import REFLECTION_TAG
 from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.caps import BudgetCaps
 from optimas_cli.system.run_folder import RunFolder
-from pipelines.synthetic.components import instruction
-from pipelines.synthetic.spec import STRATEGIES
-from pipelines.synthetic.system import build
-from pipelines.toys import model_selector
+from optimas_pipelines.synthetic.components import instruction
+from optimas_pipelines.synthetic.spec import STRATEGIES
+from optimas_pipelines.synthetic.system import build
+from optimas_pipelines.toys import model_selector
 from tests.cli_runner import optimas
 from tests.fakes import ScriptedLM
 from tests.test_methods_toys import (

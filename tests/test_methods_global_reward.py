@@ -6,7 +6,7 @@ import pytest
 from optimas_cli.methods.global_reward import GlobalReward, with_global_choices
 from optimas_cli.methods.scorers import GlobalRewardScorer
 from optimas_cli.system import RunContext, RunLedger
-from pipelines.toys import retriever
+from optimas_pipelines.toys import retriever
 from tests.test_methods_toys import (
     GEMMA,
     GOOD_INSTRUCTION,

@@ -9,7 +9,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.methods.hbc import HBC
 from optimas_cli.methods.scorers import ReferenceSimilarityScorer, TextEmbedder, example_key
 from optimas_cli.system import CompoundSystem, Metric, Pipeline, Splits, Trajectory
-from pipelines.toys import retriever
+from optimas_pipelines.toys import retriever
 from tests.fakes import ScriptedLM
 from tests.test_lrf_tiny_backbone import build_tiny_bert
 from tests.test_methods_toys import (

@@ -5,7 +5,7 @@ import pytest
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.llmselector import LLMSelector, is_model_choice
-from pipelines.toys import model_selector, retriever
+from optimas_pipelines.toys import model_selector, retriever
 from tests.test_methods_toys import (
     GEMMA,
     needs_pubmedqa,

@@ -5,7 +5,7 @@ import pytest
 
 from optimas_cli.methods.global_reward import RandomReward
 from optimas_cli.methods.scorers import RandomScorer
-from pipelines.toys import retriever
+from optimas_pipelines.toys import retriever
 from tests.test_methods_toys import optimize_and_test, smoke_budget
 
 INPUTS = [{"question": f"q{i}"} for i in range(6)]

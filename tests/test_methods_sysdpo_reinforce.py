@@ -12,7 +12,7 @@ from optimas_cli.methods.reinforce import Reinforce
 from optimas_cli.methods.sysdpo import SysDPO
 from optimas_cli.system import Metric, RunContext, RunLedger, Splits
 from optimas_cli.system.run_folder import RunFolder
-from pipelines.collab_chain import build
+from optimas_pipelines.collab_chain import build
 from tests.test_cli import optimas
 from tests.test_methods_toys import smoke_budget
 

@@ -174,7 +174,7 @@ def smoke_budget(**changes) -> Budget:
 
 @functools.cache
 def pubmedqa_pipeline() -> Pipeline:
-    from pipelines.pubmedqa import build
+    from optimas_pipelines.pubmedqa import build
 
     return build(data_dir=DATA)
 

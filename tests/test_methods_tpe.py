@@ -21,9 +21,9 @@ from optimas_cli.system import (
 from optimas_cli.system.caps import BudgetCaps
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.run_folder import RunFolder
-from pipelines.synthetic import exact
-from pipelines.synthetic.system import build
-from pipelines.toys import model_selector
+from optimas_pipelines.synthetic import exact
+from optimas_pipelines.synthetic.system import build
+from optimas_pipelines.toys import model_selector
 from tests.cli_runner import optimas
 from tests.test_methods_toys import smoke_budget
 

@@ -25,8 +25,8 @@ from optimas_cli.system import (
     Splits,
 )
 from optimas_cli.system.run_folder import RunFolder
-from pipelines.synthetic import exact
-from pipelines.synthetic.system import build
+from optimas_pipelines.synthetic import exact
+from optimas_pipelines.synthetic.system import build
 
 RELATIVE, ABSOLUTE = ChoiceSettings(scale="relative"), ChoiceSettings(scale="absolute")
 

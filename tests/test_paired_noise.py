@@ -16,7 +16,7 @@ from optimas_cli.lm.sampling import sample_seed
 from optimas_cli.lm.types import LMRequest
 from optimas_cli.system import Component, CompoundSystem, ConfigKind, RunContext, RunLedger
 from optimas_cli.system.context import UNPAIRED_EVENT
-from pipelines.synthetic.label_quality import collect_labels
+from optimas_pipelines.synthetic.label_quality import collect_labels
 from tests.transformers_server import transformers_serve
 
 

@@ -12,10 +12,10 @@ from optimas_cli.system.context import RunContext
 from optimas_cli.system.ledger import RunLedger
 from optimas_cli.system.parsing import PARSE_FAILURES
 from optimas_cli.system.pipeline import Metric
-from pipelines.amazon.system import NextItemDecider
-from pipelines.hotpotqa.passage_search import Passage
-from pipelines.hotpotqa.system import components as hotpotqa_components
-from pipelines.pubmedqa.system import ProblemSolver
+from optimas_pipelines.amazon.system import NextItemDecider
+from optimas_pipelines.hotpotqa.passage_search import Passage
+from optimas_pipelines.hotpotqa.system import components as hotpotqa_components
+from optimas_pipelines.pubmedqa.system import ProblemSolver
 from tests.fakes import ScriptedLM
 
 

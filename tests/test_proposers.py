@@ -8,7 +8,7 @@ import pytest
 
 from optimas_cli.flows.setup import build_budget, build_method
 from optimas_cli.system import RunContext, RunLedger
-from pipelines.toys import retriever
+from optimas_pipelines.toys import retriever
 from tests.test_matched_cost import composed
 from tests.test_methods_toys import capitals
 

@@ -13,9 +13,9 @@ from hydra.utils import instantiate
 from optimas_cli.errors import DataError, UserError
 from optimas_cli.system import HEURISTIC_ROUTE, LRF_ROUTE, RunContext, RunLedger
 from optimas_cli.system.evaluate import evaluate
-from pipelines.pubmedqa import build
-from pipelines.pubmedqa.data import load_splits, official_test_ids
-from pipelines.pubmedqa.metric import accuracy, parse_decision
+from optimas_pipelines.pubmedqa import build
+from optimas_pipelines.pubmedqa.data import load_splits, official_test_ids
+from optimas_pipelines.pubmedqa.metric import accuracy, parse_decision
 from tests.fakes import ScriptedLM
 
 ROOT = Path(__file__).resolve().parent.parent

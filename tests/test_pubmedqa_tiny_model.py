@@ -9,8 +9,8 @@ import pytest
 from optimas_cli.lm.local.registry import register_local_model
 from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.evaluate import evaluate
-from pipelines.pubmedqa import build
-from pipelines.pubmedqa.metric import DEFAULT_DECISION, LABELS, parse_decision
+from optimas_pipelines.pubmedqa import build
+from optimas_pipelines.pubmedqa.metric import DEFAULT_DECISION, LABELS, parse_decision
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OPTIMAS_DATA_DIR") or ROOT.parent / "shared" / "data")

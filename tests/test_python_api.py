@@ -15,7 +15,7 @@ import optimas_cli.api as optimas
 from optimas_cli.errors import UserError
 from optimas_cli.system import LRF_ROUTE
 from optimas_cli.system.traces import PREDICTIONS, read_predictions
-from pipelines.toys.hint import rows as toy_hint_rows
+from optimas_pipelines.toys.hint import rows as toy_hint_rows
 from tests.test_lrf_tiny_backbone import build_tiny_bert
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,7 +99,7 @@ def test_run_writes_a_folder_like_the_command_line(tmp_path, monkeypatch):
 def test_adapters_saved_under_the_runs_old_path_are_found_in_the_folder(tmp_path):
     from optimas_cli.flows.evaluate import saved_config
     from optimas_cli.system.run_folder import adapters_found_in
-    from pipelines.toys import retriever
+    from optimas_pipelines.toys import retriever
 
     moved = tmp_path / "copied-run"
     (moved / "adapters" / "session_analyzer" / "2").mkdir(parents=True)

@@ -77,7 +77,8 @@ def test_bad_caps_and_prices_are_one_clear_line(tmp_path, capsys, override, expe
 def test_a_folder_from_before_a_setting_resumes_with_what_it_ran(finished, tmp_path, capsys):
     """A folder written before `paired_noise` and `lrf.collect.labels` existed ran with independent noise and
     Monte Carlo labels: resuming it under today's paired_noise=shared is refused with the fix, and
-    lrf.collect.labels=mc (what it ran) is not a difference."""
+    lrf.collect.labels=mc (what it ran) is not a difference; nor is its build target's module name from
+    before the pipelines became `optimas_pipelines`."""
     import shutil
 
     from omegaconf import OmegaConf
@@ -87,6 +88,7 @@ def test_a_folder_from_before_a_setting_resumes_with_what_it_ran(finished, tmp_p
     config = OmegaConf.load(old / "config.yaml")
     del config["paired_noise"]
     del config.lrf.collect["labels"]
+    config.pipeline["_target_"] = "pipelines.toys.retriever.build"
     OmegaConf.save(config, old / "config.yaml")
     assert main(["run", "pipeline=toy_retriever", "method=unoptimized", f"resume={old}"]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()

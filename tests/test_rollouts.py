@@ -8,7 +8,7 @@ import pytest
 
 from optimas_cli.optim.rollouts import Branching, sample_rollouts
 from optimas_cli.system import RunContext, RunLedger
-from pipelines.amazon import build
+from optimas_pipelines.amazon import build
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OPTIMAS_DATA_DIR") or ROOT.parent / "shared" / "data")

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from optimas_cli.sandbox import SandboxLimits, run_job
-from pipelines.bigcodebench.execution import run_suites, suite_job
+from optimas_pipelines.bigcodebench.execution import run_suites, suite_job
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox targets Linux")
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from optimas_cli.errors import DataError
-from pipelines.stark_prime import build
-from pipelines.stark_prime import data as stark_data
-from pipelines.stark_prime.candidates import select_candidates
-from pipelines.stark_prime.knowledge_base import LocalKnowledgeBase
-from pipelines.stark_prime.queries import Query
+from optimas_pipelines.stark_prime import build
+from optimas_pipelines.stark_prime import data as stark_data
+from optimas_pipelines.stark_prime.candidates import select_candidates
+from optimas_pipelines.stark_prime.knowledge_base import LocalKnowledgeBase
+from optimas_pipelines.stark_prime.queries import Query
 from tests.test_stark_prime_synthetic_kb import queries, write_synthetic_stark
 
 IDS = [10, 11, 12, 13, 14, 15, 16, 17]

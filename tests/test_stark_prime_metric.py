@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from pipelines.stark_prime.metric import MRR, name_match_scores, reciprocal_rank
-from pipelines.stark_prime.score_parsing import ParseCounts, parse_scores
-from pipelines.stark_prime.system import parse_entity_name
+from optimas_pipelines.stark_prime.metric import MRR, name_match_scores, reciprocal_rank
+from optimas_pipelines.stark_prime.score_parsing import ParseCounts, parse_scores
+from optimas_pipelines.stark_prime.system import parse_entity_name
 
 IDS = [11, 22, 33, 44, 55]
 

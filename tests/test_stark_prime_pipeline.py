@@ -13,8 +13,8 @@ import pytest
 
 from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.evaluate import evaluate, rewards
-from pipelines.stark_prime import build
-from pipelines.stark_prime.components import RELATION_PROMPT, TEXT_PROMPT
+from optimas_pipelines.stark_prime import build
+from optimas_pipelines.stark_prime.components import RELATION_PROMPT, TEXT_PROMPT
 from tests.fakes import ScriptedLM
 from tests.test_stark_prime_synthetic_kb import DRUGS, NAMES, write_synthetic_stark
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from optimas_cli.errors import DataError, UserError
-from pipelines.stark_prime import build
-from pipelines.stark_prime import data as stark_data
-from pipelines.stark_prime.queries import (
+from optimas_pipelines.stark_prime import build
+from optimas_pipelines.stark_prime import data as stark_data
+from optimas_pipelines.stark_prime.queries import (
     OFFICIAL_SIZES,
     load_splits,
     query_files,
@@ -82,7 +82,7 @@ def test_offline_without_a_knowledge_base_fails_with_one_clear_message(tmp_path,
     message = str(err.value)
     for needed in ("PrimeKG knowledge base", "node texts and relations", "only the queries and splits",
                    "pip install stark-qa", "snap-stanford/stark", "emb_dir=", "kb_dir=", "candidates_file=",
-                   "pipelines/stark_prime/README.md", str(tmp_path / "cache")):
+                   "optimas_pipelines/stark_prime/README.md", str(tmp_path / "cache")):
         assert needed in message
     assert not (tmp_path / "cache").exists()  # nothing half-built is left behind
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from optimas_cli.errors import DataError
-from pipelines.stark_prime.knowledge_base import LocalKnowledgeBase
-from pipelines.stark_prime.queries import Query
+from optimas_pipelines.stark_prime.knowledge_base import LocalKnowledgeBase
+from optimas_pipelines.stark_prime.queries import Query
 
 DISEASES = ["Quorvan syndrome", "Telmic fever", "Draxon palsy", "Mirelle disease", "Obrin anemia",
             "Pasquet dystrophy", "Ulvane ataxia", "Keswin myopathy", "Horrel neuropathy", "Zintar fibrosis"]

@@ -19,10 +19,10 @@ from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.caps import BudgetCaps
 from optimas_cli.system.run_folder import RunFolder
-from pipelines.synthetic import exact
-from pipelines.synthetic.components import SHAKY, SOLID, instruction, strategy_of
-from pipelines.synthetic.spec import UNGUIDED
-from pipelines.synthetic.system import build
+from optimas_pipelines.synthetic import exact
+from optimas_pipelines.synthetic.components import SHAKY, SOLID, instruction, strategy_of
+from optimas_pipelines.synthetic.spec import UNGUIDED
+from optimas_pipelines.synthetic.system import build
 
 
 def ctx_for(pipe, **changes) -> RunContext:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.synthetic import exact
-from pipelines.synthetic.system import build
+from optimas_pipelines.synthetic import exact
+from optimas_pipelines.synthetic.system import build
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("synthetic_benchmark", ROOT / "scripts" / "synthetic_benchmark.py")

@@ -23,10 +23,10 @@ from optimas_cli.lrf.collect import COLLECTION_PHASE
 from optimas_cli.lrf.oracle import OracleLRF
 from optimas_cli.system import LRF_ROUTE, Pipeline, RunContext, RunLedger
 from optimas_cli.system.run_folder import RunFolder
-from pipelines.synthetic import exact
-from pipelines.synthetic.components import instruction, solid_share, strategy_of
-from pipelines.synthetic.spec import UNGUIDED, draw_instance
-from pipelines.synthetic.system import build
+from optimas_pipelines.synthetic import exact
+from optimas_pipelines.synthetic.components import instruction, solid_share, strategy_of
+from optimas_pipelines.synthetic.spec import UNGUIDED, draw_instance
+from optimas_pipelines.synthetic.system import build
 
 RUNS = Path(__file__).resolve().parents[1] / "docs" / "results" / "synthetic" / "runs"
 

@@ -11,9 +11,9 @@ import statistics
 import pytest
 
 from optimas_cli.errors import UserError
-from pipelines.synthetic import exact
-from pipelines.synthetic.components import instruction
-from pipelines.synthetic.system import build
+from optimas_pipelines.synthetic import exact
+from optimas_pipelines.synthetic.components import instruction
+from optimas_pipelines.synthetic.system import build
 from tests.test_synthetic_interaction import brute_force_optimum, ctx_for
 
 

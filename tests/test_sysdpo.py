@@ -171,8 +171,8 @@ def test_sampling_with_a_fixed_final_component_sums_the_intermediates_that_reach
 def test_the_final_output_node_is_the_trainable_writer_of_the_system_output():
     from optimas_cli.methods.sysdpo import final_output_node
     from optimas_cli.system import CompoundSystem, ConfigKind
-    from pipelines.amazon.system import build_system
-    from pipelines.collab_chain.system import Answerer, EvidenceReader
+    from optimas_pipelines.amazon.system import build_system
+    from optimas_pipelines.collab_chain.system import Answerer, EvidenceReader
 
     amazon = build_system("local/tiny", None, 8, 8, 8)
     assert final_output_node(amazon, ["session_analyzer", "candidate_profiler"]) is None  # the decider writes it

@@ -5,7 +5,7 @@ import pytest
 
 from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.evaluate import evaluate
-from pipelines.toys import hint, model_selector, retriever
+from optimas_pipelines.toys import hint, model_selector, retriever
 
 
 @pytest.mark.parametrize(

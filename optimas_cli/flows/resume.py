@@ -28,6 +28,8 @@ DECIDING = ("seed", "data_dir", "paired_noise", "lrf", "lm.model", "lm.api_base"
             "budget.fresh_size")
 # Settings added since runs were first written, with what a folder that lacks one ran with
 INTRODUCED = {"paired_noise": "independent", "lrf.collect.labels": "mc"}
+# Modules renamed since runs were first written: a folder's build target is read under its new name
+RENAMED_MODULES = {"pipelines.": "optimas_pipelines."}
 LRF_ONLY_TASKS = ("collect", "train-lrf")  # their folders hold no method's state: any method may build on them
 
 
@@ -48,6 +50,7 @@ def check_resume(path: str, cfg: Any) -> None:
     now = OmegaConf.to_container(cfg, resolve=True)
     for key, value in INTRODUCED.items():
         _set_default(before, key, value)
+    _rename_target(before.get("pipeline"))
     _same(path, before, now, "pipeline", "pipeline", option_name(before, "pipeline"), option_name(now, "pipeline"))
     _differs(path, "pipeline", before.get("pipeline"), now.get("pipeline"))
     if before.get("task") not in LRF_ONLY_TASKS:
@@ -70,6 +73,13 @@ def _set_default(cfg: dict, dotted: str, value: Any) -> None:
         node = node.get(name) if isinstance(node, dict) else None
     if isinstance(node, dict):
         node.setdefault(last, value)
+
+
+def _rename_target(node: Any) -> None:
+    target = node.get("_target_") if isinstance(node, dict) else None
+    for old, new in RENAMED_MODULES.items():
+        if isinstance(target, str) and target.startswith(old):
+            node["_target_"] = new + target[len(old):]
 
 
 def _original_config(file: Path) -> dict:

@@ -2,7 +2,7 @@
 lower one).
 
 On a pipeline that carries an exact model of itself (`pipeline.local_reward_oracle`, which only the
-synthetic benchmark has: pipelines/synthetic/exact.py), r_k(x, y) is the exact expected global reward
+synthetic benchmark has: optimas_pipelines/synthetic/exact.py), r_k(x, y) is the exact expected global reward
 of component k's output y on input x, every other component under the loop's current configuration.
 It plugs into Algorithm 1 where a trained LocalRewardModel does (`score(component, inputs, outputs)`,
 and per-input routes read it through ctx.lrf); the loop learns the configuration from `observe`, as

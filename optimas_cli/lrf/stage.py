@@ -60,7 +60,7 @@ def collect_settings(lrf_cfg: Mapping) -> dict:
 def collect_options(pipeline: Pipeline, lrf_cfg: Mapping) -> dict:
     """lrf.collect as collect_all's keyword arguments. `labels`: mc (the Monte Carlo means, the default) or exact
     (each pair ordered by the pipeline's `exact_output_reward`, which only a pipeline that can compute the exact
-    expected reward of an output has: pipelines/synthetic/system.py); any other pipeline is refused here, before
+    expected reward of an output has: optimas_pipelines/synthetic/system.py); any other pipeline is refused here, before
     its collection runs."""
     options = collect_settings(lrf_cfg)
     if options.pop("labels", "mc") == "exact":

@@ -69,7 +69,7 @@ def floor_table(runs: list[Run], sources: str) -> Table | None:
     table.footnote = (
         "Floors, scored on the test examples the runs scored (rebuilt from their predictions.jsonl.gz): chance "
         "(the expected score of a uniform guess), the majority answer of the training split the runs saw (the "
-        "budget's), and a no-LM rule where the task allows one (pipelines/<name>/floors.py says how each is built). "
+        "budget's), and a no-LM rule where the task allows one (optimas_pipelines/<name>/floors.py says how each is built). "
         "95% CI: two-level bootstrap, the test examples resampled once per draw and the seeds on top, so a "
         "repeated seed never narrows it. Seed-level CI: Student-t over the seeds' own means (n/a with one seed). "
         "Against each floor: the method's per-example score minus the floor's on the same examples, with both "
@@ -116,7 +116,7 @@ def group_table(runs: list[Run], sources: str) -> Table | None:
                                    "—" if beats is None else ("yes" if beats else f"no ({best.name})")])
                 table.csv_rows.append([pipeline, group, len(shared), key[1], key[2], len(rows), ci.estimate, ci.low,
                                        ci.high, beats])
-    table.footnote = ("Each subgroup of the test examples on its own (pipelines/<name>/floors.py's group: Amazon's "
+    table.footnote = ("Each subgroup of the test examples on its own (optimas_pipelines/<name>/floors.py's group: Amazon's "
                       "source file, en or multilingual), floors recomputed on its examples, methods' means with "
                       "the two-level bootstrap CI of the floors table; beats: above the subgroup's best floor by "
                       f"both intervals. {sources}")

@@ -1,7 +1,7 @@
 """Floors: what a method must beat before any gain of it means something, scored on the very test
 examples the runs were scored on.
 
-Each pipeline declares its own in `pipelines/<name>/floors.py`, one shape for all:
+Each pipeline declares its own in `optimas_pipelines/<name>/floors.py`, one shape for all:
 
     train_examples(config: dict) -> list[dict]   the training split the run saw (its loader, capped by
                                                  the run's budget.train_size), in the loader's order
@@ -92,9 +92,9 @@ def mean_on(floor: Floor, keys: list[str] | None) -> float | None:
 
 def floors_module(pipeline: str):
     try:
-        return importlib.import_module(f"pipelines.{pipeline}.floors")
+        return importlib.import_module(f"optimas_pipelines.{pipeline}.floors")
     except ModuleNotFoundError as exc:
-        if exc.name not in (f"pipelines.{pipeline}.floors", f"pipelines.{pipeline}", "pipelines"):
+        if exc.name not in (f"optimas_pipelines.{pipeline}.floors", f"optimas_pipelines.{pipeline}", "optimas_pipelines"):
             raise
         return None
 

@@ -1,4 +1,0 @@
-"""BigCodeBench: code generator, unit-test generator, sandboxed executor, final code generator (pass rate)."""
-from pipelines.bigcodebench.system import build
-
-__all__ = ["build"]

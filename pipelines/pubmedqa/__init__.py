@@ -1,4 +1,0 @@
-"""PubMedQA: per-instance model selection for biomedical yes/no/maybe questions (paper Section 5)."""
-from pipelines.pubmedqa.system import build
-
-__all__ = ["build"]
