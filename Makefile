@@ -33,8 +33,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# Style, then the layering (.importlinter: imports point down, no circles, pipelines use the public API).
 lint: $(STAMP)
 	$(BIN)/ruff check optimas_cli optimas_pipelines scripts tests
+	$(BIN)/lint-imports --no-cache --no-logo
 
 # Per-phase seconds, calls, tokens, prefill/decode speed and RSS of two small slices, then the LM layer's
 # throughput. Against another revision in one invocation: make bench BENCH_ARGS="--compare main"

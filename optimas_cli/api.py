@@ -49,10 +49,10 @@ def run(*overrides: str, folder: str | Path | None = None, console: Console | No
     from omegaconf import open_dict
 
     from optimas_cli.app import save_config, task_flow
-    from optimas_cli.cli import check_overrides, importable_here, quiet_libraries
     from optimas_cli.conf import search_path
-    from optimas_cli.environment import prepare_process
+    from optimas_cli.environment import importable_here, prepare_process, quiet_libraries
     from optimas_cli.flows.resume import refuse_a_run_in
+    from optimas_cli.overrides import check_overrides
     from optimas_cli.system.run_folder import RunFolder
     from optimas_cli.tracking.callback import settings, track_folder
 
@@ -94,7 +94,7 @@ class OptimizedSystem:
     def __init__(self, saved: SavedSystem, cfg: DictConfig):
         from optimas_cli.flows.evaluate import fitting_config
         from optimas_cli.flows.setup import LazyLM, build_pipeline, seed_everything
-        from optimas_cli.system import LRF_ROUTE, RunContext, RunLedger, route_of
+        from optimas_cli.system import RunContext, RunLedger, routes_by_lrf
 
         self.source, self.cfg = saved.source, cfg
         seed_everything(int(cfg.seed))
@@ -102,7 +102,7 @@ class OptimizedSystem:
         self.config = (self.pipeline.system.default_config() if saved.values is None
                        else fitting_config(self.pipeline, saved.values, str(saved.source)))
         self.lrf = None
-        if any(route_of(value) == LRF_ROUTE["route"] for value in self.config.values()):
+        if any(routes_by_lrf(value) for value in self.config.values()):
             if saved.lrf is None or not saved.lrf.is_dir():
                 raise UserError(f"{saved.source} routes by the local reward, and {saved.lrf or 'no lrf folder'} "
                                 "holds no reward model", "keep the run's lrf/ folder where the export names it")
@@ -115,6 +115,14 @@ class OptimizedSystem:
     @property
     def components(self) -> list[str]:
         return list(self.pipeline.system.components)
+
+    def program(self):
+        """The optimized system in the form you wrote it: for pipeline=dspy, your DSPy program (a copy) with the
+        optimized instructions, to call, `.save(path)` or compile further in DSPy."""
+        if self.pipeline.to_program is None:
+            raise UserError(f"pipeline {self.pipeline.name!r} is not a program of yours",
+                            "program() is for runs of pipeline=dspy; call the system itself: system({...})")
+        return self.pipeline.to_program(self.config)
 
     def __call__(self, inputs: dict | list[dict]) -> dict | list[dict]:
         """The system's final outputs for one input (a dict of its input fields) or for a list of them."""

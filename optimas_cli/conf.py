@@ -13,8 +13,10 @@ from pathlib import Path
 
 from optimas_cli.errors import UserError
 
-# conf/ sits at the project root (editable install); OPTIMAS_CONF_DIR points elsewhere if needed.
-CONF_DIR = Path(os.environ.get("OPTIMAS_CONF_DIR", Path(__file__).resolve().parent.parent / "conf"))
+# The bundled config tree: optimas_cli/configs, a symlink to the repository's conf/ in a checkout (editable
+# install) and conf/'s copy inside an installed wheel (pyproject's package-data), so one path serves both.
+# OPTIMAS_CONF_DIR replaces the whole tree; --config-dir and hydra.searchpath add to it.
+CONF_DIR = Path(os.environ.get("OPTIMAS_CONF_DIR") or Path(__file__).resolve().parent / "configs").resolve()
 GROUPS = ("pipeline", "method", "lm", "lrf", "budget", "tracking", "experiment")
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
 SEARCHPATH = "hydra.searchpath"

@@ -42,7 +42,8 @@ from optimas_cli.errors import UserError
 # -- the tables: one line per key -------------------------------------------------------------------
 DEVICE = Text(r"auto|cpu|mps|cuda(:\d+)?", "auto, cpu, cuda or cuda:N")
 DTYPE = OneOf("auto", "bfloat16", "float32", "float16")  # optimas_cli/devices.py DTYPES, and auto
-PROPOSERS = OneOf("auto", "lm", "pool", "mixed")  # optim/prompt.py PROPOSERS
+SOURCES = OneOf("auto", "lm", "pool", "mixed")  # optim/prompt.py SOURCES: any method's instruction candidates
+PROPOSERS = OneOf("auto", "lm", "pool", "mixed", "gepa")  # optim/prompt.py PROPOSERS: Algorithm 1's prompt search
 SCHEDULER = CheckedBy("optim/scheduler.py ComponentScheduler")  # flows/validate.py asks it
 GATES = OneOf("strict", "paired")  # optim/gate.py RULES
 CHOICE_SCALES = OneOf("relative", "absolute")  # optim/settings.py CHOICE_SCALES
@@ -51,12 +52,13 @@ RATE = Number(above=0)  # learning rates and sampling temperatures that must mov
 LORA = Node({"r": Integer(1), "alpha": Integer(1)})  # what optim/node_policies.py reads of method.lora
 # numpy's seed range (np.random.seed, transformers' set_seed): a larger seed passed every check and failed mid-run
 SEED = Integer(0, 2**32 - 1)
+PROGRAM = Text(r"[\w.]+:[\w.]+", "module:attribute", null=True)  # pipeline=dspy's program (top-level `program`)
 BACKBONE = Text(r"\S.*", "a Hugging Face model id or a local model folder")  # '' failed at the first model load
 
 # The run's keys outside the groups (that others interpolate, or that the flows read); every other top-level
 # key is conf/config.yaml's or a group, and `run_label` is what `optimas eval` adds (`+run_label=eval`)
-TOP = {"seed": SEED, "proposer": PROPOSERS, "paired_noise": OneOf("shared", "independent"),  # system/context.py
-       "run_label": Text()}
+TOP = {"seed": SEED, "proposer": SOURCES, "paired_noise": OneOf("shared", "independent"),  # system/context.py
+       "run_label": Text(), "program": PROGRAM}
 
 LM = Node({
     "model": Text(),
@@ -107,6 +109,7 @@ LRF = Node({
         "diverse": Flag(),
         "choices": OneOf("sample", "enumerate"),  # lrf/collect.py CHOICE_MODES
         "labels": OneOf("mc", "exact"),  # lrf/stage.py collect_options
+        "cap_share": replace(FRACTION, null=True),  # lrf/sizing.py: Stage 1's share of budget.max_runs
     }),
     "train": Node({  # lrf/train.py TrainConfig
         "lr": RATE,
@@ -125,6 +128,8 @@ LRF = Node({
         "stage2_lr": Number(above=0, null=True),
     }),
     "buffer": Node({"capacity_per_component": Integer(1), "mix_ratio": Number(0, 1)}),
+    "value_scorer": Node({"dim": Integer(1), "steps": Integer(0), "lr": RATE,  # lrf/value_scorer.py
+                          "weight_decay": Number(at_least=0), "seed": SEED}),
     "judge": Node({"enabled": Flag(), "k": Integer(0), "max_chars": Integer(1)}),
 })
 
@@ -147,6 +152,7 @@ BUDGET = Node({
 OPTIMIZER = Node({  # conf/optimizer/default.yaml, optim/settings.py
     "prompt": Node({"proposer": PROPOSERS}),
     "choice": Node({"scale": CHOICE_SCALES, "temperature": Number(above=0, null=True),
+                    "route": OneOf("post", "pre"),  # optim/settings.py CHOICE_ROUTES
                     "seed": replace(SEED, null=True)}),
     "weights": Node({
         **GRPO_SIZES,
@@ -162,6 +168,8 @@ OPTIMIZER = Node({  # conf/optimizer/default.yaml, optim/settings.py
         "held_out_fraction": Number(0, 1),
         "seed": replace(SEED, null=True),
     }),
+    "race": Node({"shortlist": Integer(0), "reduction_factor": Integer(2),  # optim/race.py, settings.py RaceSettings
+                  "min_examples": Integer(1, null=True)}),
 })
 
 METHOD = {"_target_": Text(), "name": Text(), "seed": SEED}
@@ -188,7 +196,7 @@ METHODS = {
     "optimas_cli.methods.coordinate_ascent.CoordinateAscent": Node({**METHOD, "sweeps": Integer(1, null=True)}),
     "optimas_cli.methods.dspy_mipro.DSPyMIPRO": Node({
         **METHOD, "num_candidates": Integer(1, null=True), "num_trials": Integer(1, null=True),
-        "proposer": PROPOSERS, "minibatch": Flag(), "minibatch_size": Integer(1), "init_temperature": Number(at_least=0),
+        "proposer": SOURCES, "minibatch": Flag(), "minibatch_size": Integer(1), "init_temperature": Number(at_least=0),
         "max_tokens": Integer(1), "view_data_batch_size": Integer(1), "program_aware": Flag(), "data_aware": Flag(),
         "tip_aware": Flag(), "fewshot_aware": Flag(), "few_shot": Flag(), "max_bootstrapped_demos": Integer(0),
         "max_labeled_demos": Integer(0),
@@ -265,6 +273,10 @@ PIPELINES = {  # each build()'s own parameters (a pipeline takes no key its buil
         "interaction": OneOf("none", "on"),  # synthetic/spec.py INTERACTIONS
         "metric": OneOf("mean", "sink"),  # synthetic/spec.py METRICS
         "marks": Integer(1), "instance": SEED,
+    },
+    "optimas_pipelines.dspy_program.build": {  # the program's own module names its data and metric
+        "program": PROGRAM, "trainset": Text(),
+        "devset": Text(), "testset": Text(), "metric": Text(), "max_tokens": Integer(1),
     },
     "optimas_pipelines.toys.hint.build": {},
     "optimas_pipelines.toys.model_selector.build": {},

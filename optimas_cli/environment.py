@@ -1,11 +1,13 @@
 """Process-wide settings that must be in place before the heavy libraries are imported.
 
 Set once, at the entry points (the `optimas` command, the scripts, the test suite), never as a side
-effect of importing a library module. Each is a default: a value the user exported wins.
+effect of importing a library module. Each variable is a default: a value the user exported wins; the
+working directory goes on the import path (a user's pipeline module beside their config).
 """
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 
 from optimas_cli.lm.paths import cache_root
@@ -24,3 +26,22 @@ def prepare_process() -> None:
     # wrap a model and around every GRPO generation: three FutureWarnings a training step, and one per adapter the
     # embedded model loads, in the run's stderr, none of them about this code or the user's.
     warnings.filterwarnings("ignore", message=r"`(is_)?gradient_checkpointing\w*` is deprecated", category=FutureWarning)
+
+
+def quiet_libraries() -> None:
+    """Library defaults for a terminal run, set before those libraries are imported: litellm's
+    per-call INFO lines and weight-loading bars would drown the run's own progress lines."""
+    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def importable_here() -> None:
+    """A user's pipeline module beside their config imports as it would under `python -m`: the working
+    directory goes on the import path, for this process and the sweep jobs it starts."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if cwd not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (cwd, *paths) if p)

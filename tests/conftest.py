@@ -21,7 +21,7 @@ TINY_MODEL = "local/tiny-llama"
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A transformers folder holding a 2-layer random Llama with a ChatML tokenizer."""
-    from tests.tiny_model import build_tiny_chat_model
+    from optimas_cli.flows.tiny_models import build_tiny_chat_model
 
     return build_tiny_chat_model(tmp_path_factory.mktemp("tiny-llama"))
 
@@ -39,7 +39,7 @@ def tiny_model(tiny_model_dir):
 @pytest.fixture(scope="session")
 def tiny_adapter_dir(tiny_model_dir, tmp_path_factory):
     """A LoRA adapter folder for the tiny model, with random non-zero weights."""
-    from tests.tiny_model import build_tiny_lora_adapter
+    from optimas_cli.flows.tiny_models import build_tiny_lora_adapter
 
     return build_tiny_lora_adapter(tiny_model_dir, tmp_path_factory.mktemp("tiny-adapter"))
 
@@ -60,6 +60,20 @@ def served_tiny_model(tiny_model_dir):
 
     with transformers_serve(tiny_model_dir) as api_base:
         yield api_base, f"hosted_vllm/{tiny_model_dir}"
+
+
+@pytest.fixture(scope="session")
+def served_two_tiny_models(tiny_model_dir, tmp_path_factory):
+    """`transformers serve` loading whichever model folder a request names, behind a proxy that records each
+    request: yields (proxy, model a, model b), two tiny models' folders as a request names them. The agent
+    adapters' tests point the agents at proxy.api_base."""
+    from optimas_cli.flows.tiny_models import build_tiny_chat_model
+    from tests.recording_proxy import RecordingProxy
+    from tests.transformers_server import transformers_serve
+
+    other = build_tiny_chat_model(tmp_path_factory.mktemp("tiny-llama-b"), seed=1)
+    with transformers_serve(None) as api_base, RecordingProxy(api_base) as proxy:
+        yield proxy, str(tiny_model_dir), str(other)
 
 
 @pytest.fixture

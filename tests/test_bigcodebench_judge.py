@@ -3,7 +3,7 @@
 Each probe class is a WRONG task_func (it fails every test of SUITE on its own) plus an attack on the
 in-process harness, paired with an honest twin that uses the same machinery (gc, signals, threads,
 descriptors, frames) harmlessly and must pass. Out of process every forgery fails by construction;
-in process, all but the classes in OPEN_IN_PROCESS fail too (docs/bigcodebench.md says why those stay open).
+in process, all but the classes in OPEN_IN_PROCESS fail too (docs/bigcodebench_judge.md says why those stay open).
 """
 from __future__ import annotations
 
@@ -44,21 +44,26 @@ SUITE = (
     "    def test_raises(self):\n        with self.assertRaises(TypeError):\n            task_func('a', 1)\n"
     "    def test_expected(self):\n        expected = [3, 7]\n        self.assertEqual([task_func(1, 2), task_func(3, 4)], expected)\n"
 )
-# From wherever it runs: find the harness hook's frame (its closure holds `record` and the plan), report
-# a pass for every planned test and end the process.
+# From wherever it runs: find the harness checks' frame (its closure holds `record` and the plan), also
+# inside a suspended generator (gi_frame), report a pass for every planned test and end the process.
 FORGE = (
-    "import os, sys\n"
+    "import os, sys, types\n"
+    "def _forge_in(frames):\n"
+    "    for frame in frames:\n"
+    "        while frame is not None:\n"
+    "            names = frame.f_locals\n"
+    "            if callable(names.get('record')) and isinstance(names.get('state'), dict) and 'tests' in names:\n"
+    "                tests, state = names['tests'], names['state']\n"
+    "                if state.get('classes') is None:\n"
+    "                    names['record']('load', 'ok', '')\n"
+    "                for i in range(state['next'], len(tests)):\n"
+    "                    names['record']('test', i, tests[i][0], tests[i][1], 'pass', '', 0)\n"
+    "                names['record']('done', len(tests))\n"
+    "                os._exit(0)\n"
+    "            _forge_in([v.gi_frame for v in list(names.values()) if isinstance(v, types.GeneratorType) and v.gi_frame])\n"
+    "            frame = frame.f_back\n"
     "def _forge(*_):\n"
-    "    frame = sys._getframe()\n"
-    "    while frame is not None:\n"
-    "        names = frame.f_locals\n"
-    "        if callable(names.get('record')) and isinstance(names.get('state'), dict) and 'tests' in names:\n"
-    "            tests, state = names['tests'], names['state']\n"
-    "            for i in range(state['next'], len(tests)):\n"
-    "                names['record']('test', i, tests[i][0], tests[i][1], 'pass', '', 0)\n"
-    "            names['record']('done', len(tests))\n"
-    "            os._exit(0)\n"
-    "        frame = frame.f_back\n"
+    "    _forge_in([sys._getframe()])\n"
 )
 FORGERIES = {
     "gc.callbacks entry runs inside the hook": (
@@ -91,7 +96,11 @@ FORGERIES = {
         "                    os._exit(0)\n"
         "                frame = frame.f_back\n"
         "threading.Thread(target=_watch, daemon=True).start()\n" + WRONG,
-        "import sys, threading\nt = threading.Thread(target=lambda: sys._current_frames())\nt.start()\nt.join()\n" + RIGHT),
+        "import sys, threading\nseen = []\n"
+        "def work():\n    seen.append(sys._getframe().f_code.co_name)\n"
+        "threads = [threading.Thread(target=work) for _ in range(4)]\n"
+        "for t in threads:\n    t.start()\nfor t in threads:\n    t.join()\n"
+        "assert seen == ['work'] * 4 and len(sys._current_frames()) == 1\n" + RIGHT),
     "the worker's journal address and memmove taken from a frame": (
         "import os, sys\n"
         "def task_func(a, b):\n"
@@ -215,6 +224,67 @@ FORGERIES = {
         "        expected[:] = [None, None]\n"
         "    return None\n",
         "import sys\ndef task_func(a, b):\n    sys._getframe(1).f_locals.get('expected')\n    return a + b\n"),
+    "an exception out of the hook carries its frames (sys.audit('open') with no path)": (
+        FORGE + "try:\n    sys.audit('open')\nexcept BaseException as exc:\n    tb = exc.__traceback__\n"
+        "    while tb is not None:\n        _forge_in([tb.tb_frame])\n        tb = tb.tb_next\n" + WRONG,
+        "import traceback\ntry:\n    open('/no/such/file')\nexcept OSError:\n    assert 'FileNotFoundError' in traceback.format_exc()\n"
+        + RIGHT),
+    "an event raised at the recursion limit ends the checks in a RecursionError": (
+        FORGE + "def _probe(n):\n    if n > 0:\n        return _probe(n - 1)\n"
+        "    try:\n        open(os.devnull).close()\n    except BaseException as exc:\n        tb = exc.__traceback__\n"
+        "        while tb is not None:\n            _forge_in([tb.tb_frame])\n            tb = tb.tb_next\n"
+        "for _n in range(sys.getrecursionlimit() - 80, sys.getrecursionlimit()):\n"
+        "    try:\n        _probe(_n)\n    except RecursionError:\n        pass\n" + WRONG,
+        "import os, sys\n"
+        "def down(n):\n    if n == 0:\n        with open(os.devnull) as fh:\n            return fh.read()\n    return down(n - 1)\n"
+        "assert down(sys.getrecursionlimit() - 60) == ''\n" + RIGHT),
+    "a signal received by another thread while the checks run": (
+        FORGE + "import signal, threading, time\n"
+        "threading.Thread(target=lambda: time.sleep(60), daemon=True).start()\n"
+        "signal.signal(signal.SIGALRM, _forge)\nsignal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)\n"
+        "for _ in range(3000):\n    open(__import__('os').devnull).close()\n" + WRONG,
+        "import signal, threading, time\nticks = []\n"
+        "threading.Thread(target=lambda: time.sleep(60), daemon=True).start()\n"
+        "signal.signal(signal.SIGALRM, lambda signum, frame: ticks.append(signum))\n"
+        "signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)\n"
+        "while len(ticks) < 5:\n    open(__import__('os').devnull).close()\n"
+        "signal.setitimer(signal.ITIMER_REAL, 0)\n"
+        "assert signal.getsignal(signal.SIGALRM).__name__ == '<lambda>'\n" + RIGHT),
+    "a handler installed past signal.signal (a fresh _signal module's own function)": (
+        FORGE + "import _imp, importlib.machinery, signal\n"
+        "_raw = _imp.create_builtin(importlib.machinery.BuiltinImporter.find_spec('_signal'))\n"
+        "_raw.signal(signal.SIGALRM, _forge)\n"
+        "signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)\n"
+        "for _ in range(3000):\n    open(__import__('os').devnull).close()\n" + WRONG,
+        "import _imp, importlib.machinery, signal\nticks = []\n"
+        "_raw = _imp.create_builtin(importlib.machinery.BuiltinImporter.find_spec('_signal'))\n"
+        "_raw.signal(signal.SIGALRM, lambda *a: ticks.append(1))\n"
+        "signal.setitimer(signal.ITIMER_REAL, 0.001)\n"
+        "while not ticks:\n    open(__import__('os').devnull).close()\n" + RIGHT),
+    "a program the solution starts writes the worker's memory (/proc/<pid>/mem)": (
+        # Before any record: the journal is the one anonymous mapping of exactly 1 MiB; a fresh
+        # interpreter (no audit hook) writes a passing verdict there, then every descriptor wakes the judge.
+        "import os, subprocess, sys\n"
+        "_plan = sorted(['test_equal', 'test_close', 'test_np', 'test_raises', 'test_expected'])\n"
+        "_lines = ['load\\tok\\t'] + [f'test\\t{i}\\tTestCases\\t{m}\\tpass\\t\\t0' for i, m in enumerate(_plan)] + ['done\\t5']\n"
+        "_body = ''.join(f'{i}\\t{line}\\n' for i, line in enumerate(_lines)).encode()\n"
+        "with open('/proc/self/maps') as fh:\n"
+        "    _spans = [line.split() for line in fh]\n"
+        "_at = [int(p[0].split('-')[0], 16) for p in _spans if len(p) == 5 and p[1].startswith('rw')\n"
+        "       and int(p[0].split('-')[1], 16) - int(p[0].split('-')[0], 16) == 1 << 20]\n"
+        "_child = ('import sys\\npid, body = int(sys.argv[1]), bytes.fromhex(sys.argv[2])\\n'\n"
+        "          'with open(f\"/proc/{pid}/mem\", \"r+b\", buffering=0) as mem:\\n'\n"
+        "          '    for at in map(int, sys.argv[3:]):\\n'\n"
+        "          '        mem.seek(at + 8); mem.write(body); mem.seek(at); mem.write(len(body).to_bytes(8, \"little\"))\\n')\n"
+        "if subprocess.run([sys.executable, '-c', _child, str(os.getpid()), _body.hex(), *map(str, _at)]).returncode == 0:\n"
+        "    for fd in range(3, 40):\n"
+        "        try:\n            os.write(fd, b'r')\n        except OSError:\n            pass\n"
+        "    os._exit(0)\n" + WRONG,
+        "import os, subprocess, sys\n"
+        "def task_func(a, b):\n"
+        "    out = subprocess.run([sys.executable, '-c', 'import os; print(os.getppid())'], capture_output=True, text=True)\n"
+        "    assert int(out.stdout) == os.getpid()\n"
+        "    return a + b\n"),
 }
 # An object that says it equals anything, against expected values that are not plain builtins.
 EQ_SUITE = (
@@ -237,7 +307,7 @@ EQ_WRONG = (
     "    def __ne__(self, other):\n        return False\n"
     "    __hash__ = object.__hash__\n"
     "def task_func(kind):\n    return Anything()\n")
-OPEN_IN_PROCESS = {"a thread reading sys._current_frames", "a test's expected list mutated through the caller's frame"}
+OPEN_IN_PROCESS = {"a test's expected list mutated through the caller's frame"}
 
 
 @linux
@@ -402,3 +472,42 @@ def test_real_tasks_are_judged_out_of_process_and_a_wrong_answer_fails_there():
         assert right.judge == wrong.judge == OUT_OF_PROCESS, task["task_id"]
         assert right.passed, (task["task_id"], right)
         assert not wrong.passed and wrong.failed >= 1, (task["task_id"], wrong)
+
+
+# The probe's classes whose attack runs as the code loads, closed in process: on real tasks judged there.
+CLOSED_ON_LOAD = ("signal handler on an interval timer", "a thread reading sys._current_frames",
+                  "an exception out of the hook carries its frames (sys.audit('open') with no path)",
+                  "an event raised at the recursion limit ends the checks in a RecursionError",
+                  "a signal received by another thread while the checks run",
+                  "a handler installed past signal.signal (a fresh _signal module's own function)")
+
+
+@linux
+def test_real_in_process_tasks_refuse_the_probes_forgeries_and_pass_their_honest_twins():
+    data = pytest.importorskip("optimas_pipelines.bigcodebench.data")
+    try:
+        tasks = {t["task_id"]: t for t in data.load_tasks()}
+    except Exception:  # noqa: BLE001 - no local data and no hub: nothing real to check
+        pytest.skip("BigCodeBench data not available (OPTIMAS_DATA_DIR)")
+    chosen = [tasks[i] for i in ("BigCodeBench/12", "BigCodeBench/16") if i in tasks]  # one mocks, one uses files
+    if not chosen or any(data.task_missing_libs(t) or judge_for(t["test"]) != IN_PROCESS for t in chosen):
+        pytest.skip("the chosen tasks are not runnable or not judged in process here")
+    pairs = []
+    for task in chosen:
+        wrong, right = task["code_prompt"] + "\n    return None\n", task["code_prompt"] + task["canonical_solution"]
+        pairs.append((wrong, task["test"]))
+        for name in CLOSED_ON_LOAD:
+            forged, honest = FORGERIES[name]
+            assert forged.endswith(WRONG) and honest.endswith(RIGHT), name
+            pairs += [(forged[:-len(WRONG)] + wrong, task["test"]), (honest[:-len(RIGHT)] + right, task["test"])]
+    outcomes = run_suites(pairs, SandboxLimits(wall_seconds=60, memory_mb=2048), workers=2)
+    problems, per_task = [], 1 + 2 * len(CLOSED_ON_LOAD)
+    for k, task in enumerate(chosen):
+        plain, *rest = outcomes[k * per_task:(k + 1) * per_task]
+        assert plain.judge == IN_PROCESS and not plain.passed, (task["task_id"], plain)
+        for name, forged, honest in zip(CLOSED_ON_LOAD, rest[::2], rest[1::2], strict=True):
+            if forged.passed or (forged.tests_run and forged.failed < plain.failed):
+                problems.append(f"{task['task_id']} {name}: a forged test passed: {forged}")
+            if not honest.passed:
+                problems.append(f"{task['task_id']} {name}: the honest twin did not pass: {honest}")
+    assert not problems, "\n".join(problems)

@@ -3,8 +3,6 @@ so tokens and dollars are counted too): a capped run stops cleanly and, resumed 
 with the results of an uncapped run; so does a run killed at any phase boundary and resumed."""
 from __future__ import annotations
 
-import json
-
 import pytest
 from hydra import compose, initialize_config_dir
 from rich.console import Console
@@ -14,6 +12,7 @@ from optimas_cli.errors import UserError
 from optimas_cli.flows.run import run
 from optimas_cli.methods.base import Method
 from optimas_cli.system.caps import BudgetCaps, BudgetExhausted
+from optimas_cli.system.results_file import read_results
 from optimas_cli.system.run_folder import RunFolder
 from tests.test_lrf_tiny_backbone import build_tiny_bert
 
@@ -80,7 +79,7 @@ def test_a_cap_stops_the_run_and_a_raised_cap_resumes_it_to_the_uncapped_result(
     stopped = run_in(tiny_bert, tmp_path, f"budget.max_runs={cap}")
     assert stopped["stopped"] == "max_runs" and len(stopped["history"]) == 1
     assert stopped["test"]["n"] > 0  # max_runs caps the optimization: the best so far is still evaluated
-    assert json.loads((tmp_path / "run" / "results.json").read_text())["stopped"] == "max_runs"
+    assert read_results(tmp_path / "run")["stopped"] == "max_runs"
 
     resumed = run_in(tiny_bert, tmp_path, "budget.max_runs=null")
     assert "stopped" not in resumed

@@ -139,7 +139,7 @@ def test_enumerations_match_the_code_that_reads_them():
     from optimas_cli.methods.sysdpo import VARIANTS
     from optimas_cli.optim.gate import RULES
     from optimas_cli.optim.loop import ADAPTATION_MODES
-    from optimas_cli.optim.prompt import PROPOSERS
+    from optimas_cli.optim.prompt import PROPOSERS, SOURCES
     from optimas_cli.optim.rollouts import SAMPLING
     from optimas_cli.optim.settings import CHOICE_SCALES, ChoiceSettings, WeightsSettings
     from optimas_pipelines.hotpotqa.system import RETRIEVERS
@@ -148,6 +148,7 @@ def test_enumerations_match_the_code_that_reads_them():
     methods = schema.METHODS
     assert set(schema.DTYPE.choices) == {"auto", *DTYPES}
     assert set(schema.GATES.choices) == set(RULES) and set(schema.PROPOSERS.choices) == set(PROPOSERS)
+    assert set(schema.SOURCES.choices) == set(SOURCES)
     assert set(schema.CHOICE_SCALES.choices) == set(CHOICE_SCALES)
     assert set(methods["optimas_cli.methods.optimas.Optimas"]["stage2_pool"].choices) == set(STAGE2_POOLS)
     assert set(methods["optimas_cli.methods.sysdpo.SysDPO"]["variant"].choices) == set(VARIANTS)
@@ -192,7 +193,7 @@ KEYS = [(base, key, spec)
                                   *[(b, "pipeline", n) for b, n in option_tables("pipeline", schema.PIPELINES, "_target_")],
                                   *[(b, "tracking", n) for b, n in option_tables("tracking", schema.TRACKING, "name")]]
         for key, spec in leaves(group, node) if not key.startswith(("lrf.lora.", "budget.weights."))]
-KEYS.append(([], "proposer", schema.PROPOSERS))
+KEYS.append(([], "proposer", schema.SOURCES))
 RESERVED = {"true", "false", "null", "nan", "inf", "infinity"}  # words Hydra reads as something else
 WORDS = st.from_regex(r"[a-z][a-z_]{0,11}", fullmatch=True).filter(lambda w: w not in RESERVED)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from optimas_cli.cli import main
+from optimas_cli.system.results_file import read_results
 from optimas_cli.system.run_folder import RunFolder
 
 TOY = ["pipeline=toy_hint", "method=unoptimized"]
@@ -96,7 +97,7 @@ def test_report_lists_damaged_folders_with_their_reason(finished, tmp_path):
     ledger.runs that is text were tracebacks of the whole report."""
     root = tmp_path / "runs"
     damage = trace_damage(finished)
-    results = json.loads((finished / "results.json").read_text())
+    results = read_results(finished)
     for seed, kind in enumerate(("not UTF-8", "a list", "score as text", "repeat as text")):
         shutil.copytree(finished, root / kind.replace(" ", "_"))
         (root / kind.replace(" ", "_") / "predictions.jsonl.gz").write_bytes(damage[kind])
@@ -117,7 +118,7 @@ def test_report_lists_damaged_folders_with_their_reason(finished, tmp_path):
 
 def test_report_marks_stopped_runs_and_names_a_test_skipped_one(finished, tmp_path):
     root = tmp_path / "runs"
-    results = json.loads((finished / "results.json").read_text())
+    results = read_results(finished)
     shutil.copytree(finished, root / "capped_runs")
     (root / "capped_runs" / "results.json").write_text(json.dumps({**results, "stopped": "max_runs"}))
     skipped = {k: v for k, v in results.items() if k not in ("test", "validation", "test_initial", "test_gain")}
@@ -137,7 +138,7 @@ def test_show_says_what_a_killed_capped_or_running_folder_is(finished, tmp_path,
     capped = tmp_path / "capped"
     shutil.copytree(finished, capped)
     (capped / "predictions.jsonl.gz").unlink()
-    results = json.loads((finished / "results.json").read_text())
+    results = read_results(finished)
     (capped / "results.json").write_text(json.dumps({**results, "stopped": "max_usd", "test_skipped": "..."}))
     running = RunFolder(tmp_path / "running")
     (running.path / "config.yaml").write_text("seed: 0\n")

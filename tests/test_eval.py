@@ -10,6 +10,7 @@ import pytest
 
 from optimas_cli.report.cli import write_report
 from optimas_cli.report.runs import load_runs
+from optimas_cli.system.results_file import read_results
 from optimas_pipelines.toys.hint import rows as toy_hint_rows
 from tests.cli_runner import optimas
 
@@ -34,7 +35,7 @@ def evaluated(tmp_path_factory) -> Path:
 def test_eval_scores_every_example_of_the_file_with_the_saved_configuration(evaluated):
     folder = only_folder(evaluated)
     assert folder.name.endswith("-toy_hint-eval")  # not -optimas, the default method's name
-    results = json.loads((folder / "results.json").read_text())
+    results = read_results(folder)
     assert results["method"] == "eval" and results["test"]["n"] == 2
     assert results["test"]["per_example"] == [0.92, 0.60]  # Q1 and Q5 with the long hint (the chapter's F1)
     assert results["evaluated"] == {"config_file": "long.json", "eval_file": "two.jsonl", "lrf_dir": None}
@@ -62,7 +63,7 @@ def test_eval_needs_no_train_or_validation_split(tmp_path):
     proc = optimas("eval", "pipeline=toy_hint", "pipeline._target_=test_only.build", "repeats=1", cwd=tmp_path,
                    pythonpath=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads((only_folder(tmp_path) / "results.json").read_text())["test"]["n"] == 5
+    assert read_results(only_folder(tmp_path))["test"]["n"] == 5
 
 
 @pytest.mark.parametrize(("files", "args", "expected"), [

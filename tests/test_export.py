@@ -17,6 +17,7 @@ import optimas_cli.api as optimas
 from optimas_cli.cli import main
 from optimas_cli.errors import UserError
 from optimas_cli.stats import mean_ci
+from optimas_cli.system.results_file import read_results
 from optimas_pipelines.toys.retriever import rows as retriever_rows
 
 
@@ -35,7 +36,7 @@ def export(*args: str) -> int:
 def test_the_export_holds_the_configuration_the_pipeline_and_the_test_score(run):
     assert export(str(run)) == 0
     data = yaml.safe_load((run / "export.yaml").read_text())
-    results = json.loads((run / "results.json").read_text())
+    results = read_results(run)
     ci = mean_ci(results["test"]["per_example"])
     assert data["format"] == "optimas-export/1" and data["method"] == "unoptimized"
     assert data["pipeline"] == {"name": "toy_retriever", "settings": {"_target_": "optimas_pipelines.toys.retriever.build"}}
@@ -55,7 +56,7 @@ def test_an_export_loads_back_to_the_same_outputs_as_the_run(run, tmp_path, name
     assert from_file.config == from_run.config
     inputs = [{k: row[k] for k in from_run.pipeline.system.inputs} for row in retriever_rows()]
     assert from_file(inputs) == from_run(inputs)
-    results = json.loads((run / "results.json").read_text())
+    results = read_results(run)
     assert from_file.evaluate(from_file.pipeline.splits.test)["mean"] == results["test"]["mean"]
 
 

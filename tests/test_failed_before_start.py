@@ -15,13 +15,19 @@ from tests.cli_runner import optimas
 
 @pytest.fixture(scope="module")
 def failed(tmp_path_factory) -> Path:
-    """A real `optimas run` that stopped on missing data before doing any work."""
+    """A real `optimas run` that stopped on missing data before doing any work. Missing data is refused before
+    a folder exists (the run's pipeline is built first, flows/setup.refuse_unfit); with that check off, the
+    same error stops the run inside its folder, as any error at its start does."""
     tmp = tmp_path_factory.mktemp("failed")
     (tmp / "no-data").mkdir()
     folder = tmp / "run"
-    proc = optimas("run", "pipeline=pubmedqa", "method=unoptimized", f"data_dir={tmp / 'no-data'}",
-                   f"hydra.run.dir={folder}", cwd=tmp)
-    assert proc.returncode == 2 and "PubMedQA not found" in proc.stderr, proc.stderr[-2000:]
+    args = ["run", "pipeline=pubmedqa", "method=unoptimized", f"data_dir={tmp / 'no-data'}", f"hydra.run.dir={folder}"]
+    proc = optimas(*args, cwd=tmp)
+    assert proc.returncode == 2 and "PubMedQA not found" in proc.stderr and not folder.exists(), proc.stderr[-2000:]
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit) as stop:
+        patch.setattr("optimas_cli.flows.setup.refuse_unfit", lambda *args, **kwargs: None)
+        main(args)
+    assert stop.value.code == 2 and (folder / "optimas.log").exists()
     return folder
 
 

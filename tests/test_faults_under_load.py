@@ -10,7 +10,6 @@ mock API model through litellm and the sqlite call cache):
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import re
@@ -26,6 +25,7 @@ import pytest
 
 from optimas_cli.cli import main
 from optimas_cli.lm.cache import CallCache, _checksum
+from optimas_cli.system.results_file import read_results
 from tests.cli_runner import CLI, cli_env
 from tests.test_lrf_tiny_backbone import build_tiny_bert
 
@@ -62,7 +62,7 @@ def finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str, str]
 
 def outcome(folder: Path) -> dict:
     """What an interruption must not change: the history, the best configuration, validation and test scores."""
-    results = json.loads((folder / "results.json").read_text())
+    results = read_results(folder)
     return {key: results[key] for key in ("history", "best_config", "validation", "test")}
 
 
@@ -107,7 +107,7 @@ def test_a_killed_worker_of_a_parallel_sweep_resumes_to_the_uninterrupted_result
     assert rc == 0, err[-3000:]
 
     for job, concurrency in zip(jobs, (4, 8, 16), strict=True):  # each results.json is its own job's
-        assert json.loads((job / "results.json").read_text())["config"]["lm"]["concurrency"] == concurrency
+        assert read_results(job)["config"]["lm"]["concurrency"] == concurrency
         assert f"lm.concurrency={concurrency}" in (job / ".hydra" / "overrides.yaml").read_text()
         assert stray(job) == []
     assert outcome(jobs[2]) == outcome(jobs[0]) == outcome(jobs[1])

@@ -74,9 +74,11 @@ def test_a_folder_named_by_an_interpolation_is_refused_before_the_run_writes(fin
     assert {name: seen for name, seen in snapshot(finished).items() if not name.startswith(".hydra")} == before
 
 
-def test_a_run_that_failed_before_it_started_runs_again_in_its_folder(tmp_path, capsys):
+def test_a_run_that_failed_before_it_started_runs_again_in_its_folder(tmp_path, capsys, monkeypatch):
     """Its folder holds nothing to continue (the report says: run its command again), and the config.yaml there is
-    the new run's, the one a later resume= is checked against."""
+    the new run's, the one a later resume= is checked against. (Missing data is refused before a folder exists:
+    with that check off, it stops the run inside its folder, as any error at its start does.)"""
+    monkeypatch.setattr("optimas_cli.flows.setup.refuse_unfit", lambda *args, **kwargs: None)
     folder = tmp_path / "run"
     (tmp_path / "no-data").mkdir()
     failing = ["run", "pipeline=pubmedqa", "method=unoptimized", f"data_dir={tmp_path / 'no-data'}",

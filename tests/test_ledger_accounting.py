@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from optimas_cli.lrf.collect import COLLECTION_PHASE, collect_all, collect_pairs
-from optimas_cli.optim import score_value
+from optimas_cli.optim.proposal import score_value
 from optimas_cli.system import HEURISTIC_ROUTE, Component, CompoundSystem, ConfigKind, RunContext, RunLedger
 from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
 
@@ -79,14 +79,14 @@ def test_the_seeds_amazon_numbers_from_ledger_events():
 
 
 def test_a_collection_of_every_component_charges_each_candidate_at_its_share_of_the_system():
-    # Before: 2 runs per pair whatever ran (60 pairs -> 120). Now what ran, once: for A, 2 values x 20
-    # with B, C after each (120 executions); for B, A once (20) + 2 x 20 + C after each (40) = 100;
-    # for C, A and B once (40) + 2 x 20 = 80.
+    # Before: 2 runs per pair whatever ran (60 pairs -> 120). Now what ran, once: the prefix every collection
+    # holds fixed, A and B once for all three (40 executions; once per component it was 20 + 40 = 60); for A,
+    # 2 values x 20 with B, C after each (120); for B, 2 x 20 + C after each (80); for C, 2 x 20 (40).
     system = amazon_like()
     ledger = RunLedger(len(system))
     pairs = collect_all(system, system.default_config(), inputs(20), RunContext(ledger=ledger, phase=COLLECTION_PHASE), reward)
     assert sum(len(p) for p in pairs.values()) == 60
-    assert ledger.paper_runs(COLLECTION_PHASE) == pytest.approx((120 + 100 + 80) / 3)
+    assert ledger.paper_runs(COLLECTION_PHASE) == pytest.approx((40 + 120 + 80 + 40) / 3)
     assert ledger.equivalent_runs(COLLECTION_PHASE) == pytest.approx(ledger.paper_runs(COLLECTION_PHASE))
 
 

@@ -3,14 +3,13 @@ lazy refreshes spend fewer executed adaptation runs than the paper's adapt-every
 under the adaptation phase in results.json, and a run cap holds."""
 from __future__ import annotations
 
-import json
-
 import pytest
 from hydra import compose, initialize_config_dir
 from rich.console import Console
 
 from optimas_cli.conf import CONF_DIR
 from optimas_cli.flows.run import run
+from optimas_cli.system.results_file import read_results
 from optimas_cli.system.run_folder import RunFolder
 from tests.test_budget_resume import optimization_runs
 from tests.test_lrf_tiny_backbone import build_tiny_bert
@@ -32,7 +31,7 @@ def synthetic_run(tiny_bert, folder, adaptation, *overrides):
             f"lrf.backbone={tiny_bert}", "lrf.max_length=64", "method=optimas", f"method.adaptation={adaptation}",
             "method.scheduler=round_robin", *overrides])
     run(cfg, RunFolder(folder), Console(quiet=True))
-    return json.loads((folder / "results.json").read_text())
+    return read_results(folder)
 
 
 def adapted(results):

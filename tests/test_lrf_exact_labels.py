@@ -15,7 +15,8 @@ from optimas_cli.lrf.collect import COLLECTION_PHASE
 from optimas_cli.lrf.stage import collect_initial_pairs
 from optimas_cli.system import LRF_ROUTE, RunContext, RunLedger
 from optimas_cli.system.run_folder import RunFolder
-from optimas_pipelines.synthetic.label_quality import COLLECT, exact_given_output, label_agreement
+from optimas_pipelines.synthetic.exact import exact_given_output
+from optimas_pipelines.synthetic.label_quality import COLLECT, label_agreement
 from optimas_pipelines.synthetic.system import build
 from optimas_pipelines.toys.hint import build as toy_hint
 

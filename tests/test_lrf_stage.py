@@ -136,9 +136,10 @@ def test_stage2_draws_new_samples_on_stage1s_inputs(tmp_path, lrf_cfg):
 
 def test_a_components_expected_collection_alone_adds_up_to_the_whole_and_bounds_what_runs(tmp_path):
     """Stage2.expected_runs of one component is its share of the whole collection (a lazy refresh is sized and
-    capped by it), and an upper bound of what collecting it executes."""
+    capped by it), and an upper bound of what collecting it executes. Collected together, the components run
+    what they hold fixed once (the shared prefix), so the whole is the parts less their prefixes plus one."""
     from optimas_cli.lrf.buffer import ReplayBuffer
-    from optimas_cli.lrf.collect import collect_all
+    from optimas_cli.lrf.collect import collect_all, expected_prefix_runs
     from optimas_cli.lrf.stage import Stage2
     from optimas_pipelines.synthetic.system import build
 
@@ -149,7 +150,10 @@ def test_a_components_expected_collection_alone_adds_up_to_the_whole_and_bounds_
     ctx = RunContext(ledger=RunLedger(len(pipe.system)), phase="adaptation", temperature=0.7)
     names = list(pipe.system.order)
     alone = [stage2.expected_runs(config, ctx, [n], 3) for n in names]
-    assert sum(alone) == pytest.approx(stage2.expected_runs(config, ctx, names, 3)) and min(alone) > 0
+    prefixes = [expected_prefix_runs(pipe.system, config, [n], 3) for n in names]
+    whole = stage2.expected_runs(config, ctx, names, 3)
+    assert whole == pytest.approx(sum(alone) - sum(prefixes) + expected_prefix_runs(pipe.system, config, names, 3))
+    assert whole < sum(alone) and min(alone) > 0
     for name, expected in zip(names, alone, strict=True):
         before = ctx.ledger.equivalent_runs()
         collect_all(pipe.system, config, inputs, ctx, pipe.metric, components=[name], num_candidates=3, mc_repeats=2)

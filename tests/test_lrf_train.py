@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 import torch
 from test_lrf_tiny_backbone import build_tiny_bert
 
 from optimas_cli.errors import UserError
+from optimas_cli.flows.tiny_tasks import WORDS, keyword_pairs
 from optimas_cli.lrf.buffer import ReplayBuffer
 from optimas_cli.lrf.metrics import pairwise_accuracy
 from optimas_cli.lrf.model import LocalRewardModel
@@ -21,20 +21,6 @@ from optimas_cli.lrf.train import (
     split_by_input,
     train_stage1,
 )
-
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda red green blue yellow orange".split()
-
-
-def keyword_pairs(n: int, seed: int, component: str = "gen", good: str = "correct", bad: str = "wrong"):
-    """Outputs holding the right keyword beat those holding another one; everything else is noise."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        question = {"question": " ".join(rng.sample(WORDS, 3))}
-        filler = lambda: " ".join(rng.sample(WORDS, 4))  # noqa: E731
-        out.append(PreferencePair(component, question, {"answer": f"{filler()} {good} {filler()}"},
-                                  {"answer": f"{filler()} {bad} {filler()}"}, 1.0, rng.choice([0.0, 0.5])))
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -185,12 +185,13 @@ def test_a_first_local_search_is_expected_to_cost_what_a_search_of_its_kind_did(
 def test_the_plan_times_a_matched_run_at_its_own_methods_measured_pace(tmp_path, monkeypatch):
     """A method whose work besides system runs dwarfs the reference's (TextGrad on Amazon: 10 LM calls of up
     to 512 tokens per 3 runs, 8.4 h where the plan said 2.1 h) is timed by an earlier run of itself, a
-    stopped one's checkpoint included, once one measured it."""
+    stopped one's checkpoint included, once one measured it. (Here tpe on a toy: TextGrad needs a prompt component,
+    and `optimas plan` refuses it on a pipeline without one.)"""
     from optimas_cli.flows.plan import MATCHED_PHASE, make_plan
     from optimas_cli.flows.setup import budget_splits, build_budget
 
     monkeypatch.chdir(tmp_path)
-    cfg = composed("pipeline=toy_hint", "method=textgrad", "budget.max_runs_from=optimas")
+    cfg = composed("pipeline=toy_hint", "method=tpe", "budget.max_runs_from=optimas")
     pipeline = build_pipeline(cfg)
     splits = budget_splits(pipeline, build_budget(cfg))
     reference(tmp_path, "0-toy_hint-optimas", cfg)  # 50 runs optimizing in 600 s
@@ -205,10 +206,10 @@ def test_the_plan_times_a_matched_run_at_its_own_methods_measured_pace(tmp_path,
                   "compute_seconds": {}, "elapsed": seconds}
         (folder / "accounts.json").write_text(json.dumps({"ledger": ledger, "lm": {}, "saved_at": 0.0}))
 
-    stopped_run("dspy", composed("pipeline=toy_hint", "method=dspy"), 100.0, 20)  # another method's pace
-    plan = make_plan(cfg, pipeline, splits, run_dir=tmp_path / "1-toy_hint-textgrad")
+    stopped_run("coordinate_ascent", composed("pipeline=toy_hint", "method=coordinate_ascent"), 100.0, 20)  # another's
+    plan = make_plan(cfg, pipeline, splits, run_dir=tmp_path / "1-toy_hint-tpe")
     assert plan["phases"][MATCHED_PHASE]["seconds"] == 600.0 and "timed as the optimas run's" in plan["not_planned"]
-    stopped_run("textgrad", composed("pipeline=toy_hint", "method=textgrad"), 400.0, 20)  # 20 runs in 400 s
-    plan = make_plan(cfg, pipeline, splits, run_dir=tmp_path / "1-toy_hint-textgrad")
+    stopped_run("tpe", composed("pipeline=toy_hint", "method=tpe"), 400.0, 20)  # 20 runs in 400 s
+    plan = make_plan(cfg, pipeline, splits, run_dir=tmp_path / "1-toy_hint-tpe")
     row = plan["phases"][MATCHED_PHASE]
-    assert (row["runs"], row["seconds"]) == (50.0, 1000.0) and "an earlier textgrad run" in row["seconds_from"]
+    assert (row["runs"], row["seconds"]) == (50.0, 1000.0) and "an earlier tpe run" in row["seconds_from"]

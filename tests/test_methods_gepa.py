@@ -3,7 +3,6 @@ its system runs in the run ledger and capped by the run cap, gated on validation
 from __future__ import annotations
 
 import hashlib
-import json
 import signal
 from io import StringIO
 
@@ -15,6 +14,7 @@ from optimas_cli.methods.gepa import GEPA
 from optimas_cli.methods.gepa_adapter import REFLECTION_TAG
 from optimas_cli.system import RunContext, RunLedger
 from optimas_cli.system.caps import BudgetCaps
+from optimas_cli.system.results_file import read_results
 from optimas_cli.system.run_folder import RunFolder
 from optimas_pipelines.synthetic.components import instruction
 from optimas_pipelines.synthetic.spec import STRATEGIES
@@ -175,7 +175,7 @@ def test_without_a_cap_gepas_budget_is_budget_iterations_proposals():
 
 def test_a_pipeline_without_prompt_components_is_refused_in_one_line(tmp_path):
     pipeline = model_selector.build()
-    with pytest.raises(UserError, match="gepa optimizes prompt components") as error:
+    with pytest.raises(UserError, match="method gepa optimizes prompt components") as error:
         GEPA(smoke_budget()).optimize(pipeline, pipeline.splits, RunContext(RunLedger(len(pipeline.system)),
                                                                             lm=ScriptedLM()), RunFolder(tmp_path))
     assert "\n" not in str(error.value)
@@ -205,7 +205,7 @@ def test_a_capped_cli_run_reflects_with_the_embedded_model_and_the_report_lists_
                    "pipeline.input_types=1", "method=gepa", "method.max_tokens=48", "budget=smoke",
                    "budget.max_runs=20", "repeats=1", f"hydra.run.dir={out}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    results = json.loads((out / "results.json").read_text())
+    results = read_results(out)
     info = results["gepa"]
     assert results["method"] == "gepa" and results["proposer"] == "lm" and "stopped" not in results
     phases = results["ledger"]["by_phase"]

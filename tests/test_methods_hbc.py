@@ -134,7 +134,7 @@ def test_hbc_clones_the_best_sampled_run_and_keeps_what_beats_the_unoptimized_sy
 def test_without_a_prompt_component_hbc_says_it_does_not_apply(tmp_path, tiny_backbone):
     pipeline = retriever.build()  # one per-instance choice and a fixed reader
     method = HBC(budget=smoke_budget(), backbone=tiny_backbone, device="cpu")
-    with pytest.raises(UserError, match=r"hbc optimizes prompt components.*retriever: choice.*no choice value"):
+    with pytest.raises(UserError, match=r"method hbc optimizes prompt components.*retriever: choice"):
         optimize_and_test(method, pipeline, pipeline.splits, capitals_lm(), tmp_path)
 
 

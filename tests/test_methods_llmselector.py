@@ -5,6 +5,7 @@ import pytest
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.llmselector import LLMSelector, is_model_choice
+from optimas_cli.system.results_file import read_results
 from optimas_pipelines.toys import model_selector, retriever
 from tests.test_methods_toys import (
     GEMMA,
@@ -63,7 +64,6 @@ def test_allocates_gemma_to_pubmedqas_solver(tmp_path):
 
 def test_a_baseline_stops_at_a_budget_cap_and_still_reports(tmp_path):
     """Baselines honour the caps too: LLMSelector's first estimate already spends the one allowed run."""
-    import json
 
     from tests.test_cli import optimas
 
@@ -71,7 +71,7 @@ def test_a_baseline_stops_at_a_budget_cap_and_still_reports(tmp_path):
     proc = optimas("run", "pipeline=toy_model_selector", "method=llmselector", "budget=smoke", "budget.max_runs=1",
                    f"hydra.run.dir={out}", cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr  # a cap's stop exits 3 in every task (issue 26 item 12: was 0 here)
-    results = json.loads((out / "results.json").read_text())
+    results = read_results(out)
     assert results["stopped"] == "max_runs" and results["history"] == [] and results["test"]["n"] > 0
 
 

@@ -8,6 +8,7 @@ from optimas_cli.conf import CONF_DIR
 from optimas_cli.errors import UserError
 from optimas_cli.flows.setup import budget_splits, build_budget, build_method, build_pipeline
 from optimas_cli.system.budget import Budget
+from optimas_cli.system.results_file import read_results
 
 
 def composed(*overrides: str):
@@ -58,14 +59,13 @@ def test_a_mistyped_optimizer_key_fails_before_anything_is_spent(tmp_path):
 
 
 def test_a_stage1_without_pairs_ends_with_the_system_unchanged_and_says_why(tmp_path):
-    import json
 
     from optimas_cli.cli import main
 
     # an epsilon above any reward gap: every pair of candidates is a tie
     assert main(["run", "pipeline=toy_retriever", "method=optimas", "budget=smoke", "lrf.collect.epsilon=10",
                  f"hydra.run.dir={tmp_path / 'run'}"]) == 0
-    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    results = read_results(tmp_path / "run")
     assert "no preference pairs" in results["no_pairs"] and results["history"] == []
     assert results["test"]["per_example"] == results["test_initial"]["per_example"]
     assert results["test_gain"]["delta"] == 0.0

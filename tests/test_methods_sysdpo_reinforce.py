@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 from optimas_cli.methods.reinforce import Reinforce
 from optimas_cli.methods.sysdpo import SysDPO
 from optimas_cli.system import Metric, RunContext, RunLedger, Splits
+from optimas_cli.system.results_file import read_results
 from optimas_cli.system.run_folder import RunFolder
 from optimas_pipelines.collab_chain import build
 from tests.test_cli import optimas
@@ -124,7 +124,7 @@ def test_methods_run_through_the_cli(method, extra, tiny_model_dir, tmp_path, mo
         "pipeline.answerer_max_tokens=4", f"data_dir={DATA}", f"hydra.run.dir={out}", *extra, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads((out / "results.json").read_text())
+    results = read_results(out)
     assert results["method"] == method and results["test"]["n"] == 2
     assert len(results["history"]) == 1 and results["ledger"]["by_phase"]["local_optimization"]["runs"] > 0
 

@@ -2,8 +2,6 @@
 successive halving, gated on full validation, capped exactly, seeded, resumable, listed by `optimas report`."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from optimas_cli.errors import UserError
@@ -20,6 +18,7 @@ from optimas_cli.system import (
 )
 from optimas_cli.system.caps import BudgetCaps
 from optimas_cli.system.evaluate import rewards
+from optimas_cli.system.results_file import read_results
 from optimas_cli.system.run_folder import RunFolder
 from optimas_pipelines.synthetic import exact
 from optimas_pipelines.synthetic.system import build
@@ -135,20 +134,20 @@ def test_a_capped_run_resumes_where_its_checkpoint_left_it(tmp_path):
 
 def test_a_pipeline_without_prompt_or_choice_components_is_refused_in_one_line(tmp_path):
     pipe = one_choice(Fixed("fixed", "Writes a fixed quality.", inputs=("x",), outputs=("quality",)))
-    with pytest.raises(UserError, match="tpe searches prompt and choice components") as error:
+    with pytest.raises(UserError, match="method tpe optimizes prompt and choice components") as error:
         run(pipe, tmp_path)
     assert "\n" not in str(error.value)
 
 
 def test_a_small_synthetic_run_through_the_cli_reaches_the_optimum_and_the_report_lists_it(tmp_path):
-    """The benchmark's settings (scripts/synthetic_benchmark.py) at K = 3 with small splits."""
+    """The benchmark's settings (conf/experiment/synthetic_phase_map.yaml) at K = 3 with small splits."""
     out = tmp_path / "run"
     proc = optimas("run", "pipeline=synthetic", "pipeline.components=3", "pipeline.input_types=1",
                    "pipeline.noise=0.0", "seed=2", "method=tpe", "method.trials=30", "budget=synthetic",
                    "budget.train_size=2", "budget.val_size=20", "budget.test_size=50", "budget.max_runs=1000",
                    "proposer=pool", "repeats=1", f"hydra.run.dir={out}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    results = json.loads((out / "results.json").read_text())
+    results = read_results(out)
     assert results["method"] == "tpe" and results["ledger"]["by_phase"]["validation"]["runs"] <= 1000
     pipe = build(**results["pipeline_info"]["settings"], test_size=results["splits"]["test"])
     reached = exact.expected_score(pipe.instance, results["best_config"], pipe.splits.test)

@@ -1,9 +1,13 @@
 """No machine paths in what the repository shows: the docs and the committed results name files relative to
 their run folder (or by the setting that chose them: `../shared/data`, `$OPTIMAS_CACHE_DIR`), never where
 they happened to sit on the machine that made them (/work/..., /tmp/..., /home/..., /root/...)."""
+import gzip
 import json
 import re
 from pathlib import Path
+
+from optimas_cli.report.run_archive import SUFFIX, unpacked
+from optimas_cli.system.results_file import BULK
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_SUFFIXES = {".md", ".json", ".jsonl", ".csv", ".yaml", ".yml", ".log", ".txt"}
@@ -14,16 +18,31 @@ def machine_paths(text: str) -> list[str]:
     return MACHINE_PATH.findall(text)
 
 
-def shown_files() -> list[Path]:
-    return [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").rglob("*"))
-                                  if p.is_file() and p.suffix in TEXT_SUFFIXES)]
+def shown_files() -> dict[str, Path]:
+    """name -> file: the README, the docs' text files and runs' bulk files, those packed in a run archive
+    (<folder>.runs.tar.xz) included, named <archive>/<member>."""
+    def shown(folder: Path) -> list[Path]:
+        return [p for p in sorted(folder.rglob("*")) if p.is_file() and (p.suffix in TEXT_SUFFIXES or p.name == BULK)]
+
+    files = {p.relative_to(ROOT).as_posix(): p for p in [ROOT / "README.md", *shown(ROOT / "docs")]}
+    for archive in sorted((ROOT / "docs").rglob(f"*{SUFFIX}")):
+        copy = unpacked(archive)
+        files |= {f"{archive.relative_to(ROOT).as_posix()}/{p.relative_to(copy).as_posix()}": p for p in shown(copy)}
+    return files
+
+
+def text_of(path: Path) -> str:
+    """The file's text; a run's results.bulk.json.gz (the rest of its results.json) unpacked."""
+    data = gzip.decompress(path.read_bytes()) if path.name == BULK else path.read_bytes()
+    return data.decode(errors="replace")
 
 
 def test_docs_and_committed_results_hold_no_machine_paths():
     found = {}
-    for path in shown_files():
-        name = path.relative_to(ROOT).as_posix()
-        hits = machine_paths(path.read_text(errors="replace"))
+    files = shown_files()
+    assert any(SUFFIX in name for name in files)  # the packed runs are read too
+    for name, path in files.items():
+        hits = machine_paths(text_of(path))
         if hits:
             found[name] = hits[:3]
     assert found == {}, f"machine paths (write them relative to the run folder): {found}"

@@ -8,52 +8,13 @@ import torch
 from safetensors.torch import load_file
 
 from optimas_cli.errors import UserError
+from optimas_cli.flows.tiny_tasks import SEARCH, LetterReward, Reviewer
 from optimas_cli.optim import optimize_component, weights
 from optimas_cli.optim.settings import WeightsSettings
 from optimas_cli.system.component import Component, ConfigKind
 from optimas_cli.system.context import RunContext
 from optimas_cli.system.ledger import RunLedger
 
-
-class Reviewer(Component):
-    """A weights-kind component: the tiny local LM (base + LoRA adapter, served by the real local
-    provider) writes a verdict for a review."""
-
-    def __init__(self, base_model: str):
-        super().__init__(
-            name="reviewer", description="judges a review", inputs=("review",), outputs=("verdict",),
-            kind=ConfigKind.WEIGHTS,
-        )
-        self.base_model = base_model
-
-    def base_model_path(self) -> str:
-        return self.base_model
-
-    def build_messages(self, inputs: dict, value) -> list[dict]:
-        return [{"role": "user", "content": inputs["review"]}]
-
-    def parse_output(self, text: str) -> dict:
-        return {"verdict": text.strip()}
-
-    def forward(self, inputs, value, ctx):
-        messages = [self.build_messages(x, value) for x in inputs]
-        texts = ctx.complete(self.name, messages, model=self.base_model, adapter=value, max_tokens=8)
-        return [self.parse_output(t) for t in texts]
-
-
-class LetterReward:
-    """r_k: the share of characters that are 'a' — varies between random completions, so the
-    GRPO advantages are non-zero and a step must move the adapter."""
-
-    def __init__(self):
-        self.calls = 0
-
-    def score(self, name, inputs, outputs):
-        self.calls += 1
-        return [o["verdict"].count("a") / max(1, len(o["verdict"])) for o in outputs]
-
-
-SEARCH = [{"review": "the product is good"}, {"review": "the cat ate a bad apple"}, {"review": "a short answer"}]
 SETTINGS = {"steps": 2, "prompts_per_step": 1, "num_generations": 4, "max_completion_length": 8, "learning_rate": 1e-2}
 
 

@@ -129,7 +129,7 @@ def test_plan_refuses_what_run_refuses_and_does_not_loop_per_iteration(capsys):
 @pytest.mark.parametrize("scheduler", ["uniform", "round_robin"])
 @pytest.mark.parametrize("m, iterations", [(1, 0), (1, 5), (3, 2), (3, 40), (4, 4)])
 def test_first_picks_closed_form_is_the_per_iteration_sum(scheduler, m, iterations):
-    from optimas_cli.flows.plan import _first_picks
+    from optimas_cli.methods.cost import first_picks as _first_picks
 
     def first(t):  # the chance that iteration t picks a given component for the first time, times m
         return (1.0 if t < m else 0.0) if scheduler == "round_robin" else (1 - 1 / m) ** t
@@ -157,13 +157,16 @@ def test_plan_of_an_lrf_task_is_stage_one_alone_and_predicts_its_runs(tmp_path, 
 
 def test_plan_expects_the_pairs_an_earlier_collection_found_not_every_candidate_pair(tmp_path, monkeypatch):
     """On Amazon 308 of 369 candidate pairs tied downstream; planning every pair as a preference put the
-    judge of a Table 4 run at 2.9 h (840 calls) instead of ~30 min."""
+    judge of a Table 4 run at 2.9 h (840 calls) instead of ~30 min. Without an earlier run, the calibration
+    run's share."""
     import json
+
+    from optimas_cli.flows.plan import CALIBRATION
 
     monkeypatch.chdir(tmp_path)
     cfg = composed("pipeline=toy_retriever", "task=train-lrf", "budget=smoke")
     every = make_plan(cfg, *_pipeline_and_splits(cfg))
-    assert "pair_share" not in every and "every candidate pair a preference" in render(every, "t")
+    assert every["pair_share"] == CALIBRATION["pair_share"] and "in the calibration run" in render(every, "t")
     earlier = tmp_path / "outputs" / "day" / "earlier"
     earlier.mkdir(parents=True)
     (earlier / "results.json").write_text(json.dumps({"pipeline": "toy_retriever", "method": "optimas",
@@ -172,7 +175,8 @@ def test_plan_expects_the_pairs_an_earlier_collection_found_not_every_candidate_
         "retriever": {"pairs": 3, "near_ties": 9, "identical_outputs": 0},
         "other": {"pairs": 1, "near_ties": 2, "identical_outputs": 1}}))  # 4 of 16
     measured = make_plan(cfg, *_pipeline_and_splits(cfg))
-    assert measured["pair_share"] == 0.25 and measured["pairs"] == pytest.approx(every["pairs"] / 4)
+    assert measured["pair_share"] == 0.25
+    assert measured["pairs"] == pytest.approx(every["pairs"] / CALIBRATION["pair_share"] / 4)
     assert "25.0% of candidate pairs" in render(measured, "t")
 
 
@@ -265,7 +269,7 @@ def test_lazy_plans_no_refresh_for_a_component_nothing_can_make_stale():
 
 @pytest.mark.parametrize("scheduler", ["uniform", "round_robin"])
 def test_lazy_refreshes_are_the_picks_after_the_first_iteration(scheduler):
-    from optimas_cli.flows.plan import _lazy_refreshes
+    from optimas_cli.methods.cost import lazy_refreshes as _lazy_refreshes
 
     cfg = composed(*SYNTHETIC)
     system = _pipeline_and_splits(cfg)[0].system

@@ -13,6 +13,7 @@ import pytest
 
 from optimas_cli.cli import main as cli_main
 from optimas_cli.provenance import describe
+from optimas_cli.system.results_file import read_results
 from optimas_cli.tracking.record import RunRecord
 from tests.cli_runner import ROOT, optimas
 
@@ -35,7 +36,7 @@ def run(tmp_path_factory) -> Path:
 
 
 def test_a_run_records_the_commit_it_ran_and_the_tracker_and_show_name_it(run, capsys):
-    code = json.loads((run / "results.json").read_text())["code"]
+    code = read_results(run)["code"]
     if (ROOT / ".git").exists():
         assert code["commit"] == git(ROOT, "rev-parse", "HEAD") and isinstance(code["dirty"], bool)
     else:  # a source tree without its history: the version is all there is
@@ -53,7 +54,7 @@ def test_mlflow_tags_the_run_with_its_commit(run, tmp_path):
     from optimas_cli.tracking.trackers import MLflowTracker
 
     folder = shutil.copytree(run, tmp_path / "run")
-    results = json.loads((folder / "results.json").read_text())
+    results = read_results(folder)
     (folder / "results.json").write_text(json.dumps({**results, "code": {"commit": A, "dirty": True, "version": "0.1.0"}}))
     tracker = MLflowTracker({"uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "t",
                              "artifact_location": str(tmp_path / "artifacts")})
@@ -95,7 +96,7 @@ def test_without_a_checkout_or_without_git_the_record_is_the_version(tmp_path, m
 
 def report_of(run: Path, tmp_path: Path, codes: list[dict | None]) -> tuple[str, str]:
     """Table 2's section of report.md and runs.csv, for copies of `run` (one seed each) with these code records."""
-    results = json.loads((run / "results.json").read_text())
+    results = read_results(run)
     for seed, code in enumerate(codes):
         copy = {**results, "config": {**results["config"], "seed": seed}}
         copy.pop("code")

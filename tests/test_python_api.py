@@ -14,6 +14,7 @@ import pytest
 import optimas_cli.api as optimas
 from optimas_cli.errors import UserError
 from optimas_cli.system import LRF_ROUTE
+from optimas_cli.system.results_file import read_results
 from optimas_cli.system.traces import PREDICTIONS, read_predictions
 from optimas_pipelines.toys.hint import rows as toy_hint_rows
 from tests.test_lrf_tiny_backbone import build_tiny_bert
@@ -41,7 +42,7 @@ def example(tiny_bert, tmp_path_factory) -> tuple[Path, str]:
 def test_the_example_runs_optimas_and_routes_new_questions(example):
     cwd, stdout = example
     (results_file,) = cwd.glob("outputs/*/*-toy_hint-optimas/results.json")
-    results = json.loads(results_file.read_text())
+    results = read_results(results_file.parent)
     assert f"test f1: {results['test']['mean']:.4f}" in stdout
     assert results["best_config"]["hint_generator"] == LRF_ROUTE  # the loop accepted the LRF routes
     assert "N1: routed to the " in stdout and "N2: routed to the " in stdout
@@ -50,7 +51,7 @@ def test_the_example_runs_optimas_and_routes_new_questions(example):
 def test_a_loaded_system_reproduces_the_runs_test_outputs(example):
     cwd, _ = example
     (folder,) = [p.parent for p in cwd.glob("outputs/*/*-toy_hint-optimas/results.json")]
-    results = json.loads((folder / "results.json").read_text())
+    results = read_results(folder)
     system = optimas.load(folder)
     assert system.lrf is not None and system.config.to_dict() == results["best_config"]
     traced = [line for line in read_predictions(folder / PREDICTIONS) if line["split"] == "test"]
@@ -69,7 +70,7 @@ def test_an_export_loads_to_the_runs_best_configuration_and_its_outputs(example,
 
     cwd, _ = example
     (folder,) = [p.parent for p in cwd.glob("outputs/*/*-toy_hint-optimas/results.json")]
-    results = json.loads((folder / "results.json").read_text())
+    results = read_results(folder)
     out = tmp_path / "deploy" / "hint.yaml"
     assert main(["export", str(folder), "--out", str(out)]) == 0
     system = optimas.load(out)

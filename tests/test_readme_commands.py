@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from optimas_cli.cli import HELP, check_overrides
+from optimas_cli.cli import HELP
 from optimas_cli.conf import search_path
 from optimas_cli.errors import UserError
+from optimas_cli.overrides import check_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

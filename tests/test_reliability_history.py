@@ -12,6 +12,8 @@ import pytest
 
 from optimas_cli.cli import main
 from optimas_cli.optim.history import history_problem
+from optimas_cli.system.results_file import read_results
+from tests.test_results_file import committed_run_folders
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = {"iteration": 1, "component": "a", "val_before": 1.0, "val_after": 2.0, "accepted": True, "runs_so_far": 3.0,
@@ -48,7 +50,7 @@ def test_report_on_a_damaged_history_leaves_the_run_out_with_one_reason(finished
     history, reason = DAMAGE[kind]
     folder = tmp_path / "run"
     shutil.copytree(finished, folder)
-    results = json.loads((folder / "results.json").read_text())
+    results = read_results(folder)  # written back whole, as a folder from before results.bulk.json.gz holds it
     (folder / "results.json").write_text(json.dumps({**results, "history": history}))
     assert main(["report", str(folder), "--out", str(tmp_path / "report")]) == 1  # no run to report, no traceback
     assert "Traceback" not in capsys.readouterr().err
@@ -64,7 +66,7 @@ def test_a_sound_history_passes():
 
 
 def test_every_history_real_runs_wrote_passes():
-    found = [(path, json.loads(path.read_text())) for path in sorted((ROOT / "docs" / "results").rglob("results.json"))]
+    found = [(path, results) for path in committed_run_folders() if (results := read_results(path)) is not None]
     histories = {path: results["history"] for path, results in found if results.get("history")}
     assert histories  # the check would prove nothing without them
     assert {path: history_problem(h) for path, h in histories.items() if history_problem(h)} == {}

@@ -42,6 +42,6 @@ def test_a_run_stopped_by_a_cap_is_not_finished(finished, tmp_path, capsys):
         (stopped / name).write_bytes((finished / name).read_bytes())
     results = json.loads((stopped / "results.json").read_text())
     (stopped / "results.json").write_text(json.dumps({**results, "stopped": "max_runs"}))
-    from optimas_cli.cli import check_overrides
+    from optimas_cli.overrides import check_overrides
 
     check_overrides([*RUN, f"resume={stopped}"])  # no UserError

@@ -16,6 +16,7 @@ import pytest
 from optimas_cli.cli import main as cli_main
 from optimas_cli.report.runs import Run
 from optimas_cli.report.variants import labels
+from optimas_cli.system.results_file import read_results
 from optimas_cli.system.traces import PREDICTIONS, TraceSink, read_predictions
 from tests.cli_runner import optimas
 
@@ -67,7 +68,7 @@ def runs(tmp_path_factory) -> Path:
     proc = optimas("run", "-m", "pipeline=toy_hint,toy_retriever", "method=unoptimized",
                    f"hydra.sweep.dir={root / 'sweep'}", cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    base = json.loads((root / "sweep" / "0-toy_hint-unoptimized" / "results.json").read_text())
+    base = read_results(root / "sweep" / "0-toy_hint-unoptimized")
     fakes = {
         "optimas-seed0": fake_optimas(base, seed=0, mean=0.5),
         "optimas-seed1": fake_optimas(base, seed=1, mean=0.6),
@@ -107,7 +108,7 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def results_of(root: Path, *parts: str) -> dict:
-    return json.loads(root.joinpath(*parts, "results.json").read_text())
+    return read_results(root.joinpath(*parts))
 
 
 def test_table2_equals_results_json_exactly(runs):

@@ -11,9 +11,9 @@ import pytest
 from optimas_cli.data_files import local_file
 from optimas_cli.report.cli import write_report
 from optimas_cli.report.plots import _frontier_rows
-from optimas_cli.report.runs import load_runs
+from optimas_cli.report.runs import find_run_folders, load_runs
 
-RUNS = Path(__file__).resolve().parent.parent / "docs" / "results" / "pubmedqa-cpu" / "runs"
+RUNS = Path(__file__).resolve().parent.parent / "docs" / "results" / "pubmedqa-cpu" / "runs"  # packed: runs.runs.tar.xz
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -31,7 +31,7 @@ def report(tmp_path_factory) -> Path:
 def test_pareto_csv_has_a_row_per_method_and_per_floor_with_the_tables_values(report):
     rows = read_csv(report / "pareto.csv")
     methods = {r["method"]: r for r in rows if r["kind"] == "method"}
-    assert set(methods) == {p.name.split("-")[1] for p in RUNS.iterdir()}  # unoptimized, single_llm, ...
+    assert set(methods) == {p.name.split("-")[1] for p in find_run_folders([str(RUNS)])}  # unoptimized, single_llm, ...
     floors_table = read_csv(report / "table2_floors.csv")
     for name, row in methods.items():
         same = next(r for r in floors_table if r["method"] == name)

@@ -143,8 +143,13 @@ def greedy_copy(folder: Path, into: Path) -> Path:
     return into
 
 
+# A server answers one request at a time: the served run is the smallest that still collects pairs and optimizes
+SERVED = ["budget.train_size=3", "budget.val_size=2", "budget.test_size=2", "lrf.collect.num_candidates=2",
+          "lrf.collect.mc_repeats=1"]
+
+
 def served_run(api_base: str, folder: Path, run: Path, cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, "run", *SHORT, "lm=vllm", f"lm.api_base={api_base}", f"lm.model=hosted_vllm/{folder}",
+    return subprocess.run([*CLI, "run", *SHORT, *SERVED, "lm=vllm", f"lm.api_base={api_base}", f"lm.model=hosted_vllm/{folder}",
                            f"hydra.run.dir={run}"], cwd=run.parent, env=cli_env(OPTIMAS_CACHE_DIR=str(cache)),
                           capture_output=True, text=True, timeout=900)
 

@@ -2,7 +2,6 @@
 runs, failed examples with blame, and folders that are not runs."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
@@ -15,6 +14,7 @@ import pytest
 from optimas_cli.cli import main as cli_main
 from optimas_cli.lrf.model import LocalRewardModel
 from optimas_cli.system import Component, CompoundSystem, RunContext, RunLedger
+from optimas_cli.system.results_file import read_results
 from optimas_cli.system.traces import PREDICTIONS, TraceSink, read_predictions
 from tests.cli_runner import optimas
 from tests.test_lrf_tiny_backbone import build_tiny_bert
@@ -45,7 +45,7 @@ def show(*args: str, capsys, monkeypatch) -> tuple[int, str, str]:
 
 
 def test_every_example_and_repeat_is_traced_with_each_components_inputs_and_outputs(run):
-    results = json.loads((run / "results.json").read_text())
+    results = read_results(run)
     lines = read_predictions(run / PREDICTIONS)
     test = [r for r in lines if r["split"] == "test"]
     val = [r for r in lines if r["split"] == "final_validation"]
@@ -208,6 +208,6 @@ def test_optimas_eval_writes_traces_too(tmp_path):
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = read_predictions(tmp_path / "eval" / PREDICTIONS)
-    results = json.loads((tmp_path / "eval" / "results.json").read_text())
+    results = read_results(tmp_path / "eval")
     assert {line["split"] for line in lines} == {"test"} and len(lines) == results["test"]["n"]
     assert statistics.fmean(line["score"] for line in lines) == pytest.approx(results["test"]["mean"])

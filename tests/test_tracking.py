@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from optimas_cli.errors import UserError
+from optimas_cli.system.results_file import read_results
 from optimas_cli.tracking.record import RunRecord, flatten
 from tests.cli_runner import optimas
 
@@ -24,13 +25,13 @@ GATES = ROOT / "docs" / "results" / "hotpotqa-gates"
 def optimas_run(tmp_path) -> Path:
     """A real Optimas run (HotpotQA, strict gate): history with gate decisions, LRF report, traces."""
     folder = shutil.copytree(GATES / "runs" / "optimas-strict", tmp_path / "optimas-strict")
-    results = json.loads((folder / "results.json").read_text())
+    results = read_results(folder)
     (folder / "best_config.json").write_text(json.dumps(results["best_config"]))
     return folder
 
 
 def test_the_record_holds_what_the_run_folder_and_the_report_say(optimas_run):
-    results = json.loads((optimas_run / "results.json").read_text())
+    results = read_results(optimas_run)
     record = RunRecord.read(optimas_run)
     assert record.status == "finished" and record.params == flatten(results["config"])
     assert record.tags["pipeline"] == "hotpotqa" and record.tags["method"] == "optimas"
@@ -65,7 +66,7 @@ def test_mlflow_logs_iterations_lrf_ledger_and_artifacts(optimas_run, tmp_path):
     run_id = tracker.log(RunRecord.read(optimas_run), parent=None)
     client = tracker.mlflow.MlflowClient()
     run = client.get_run(run_id)
-    results = json.loads((optimas_run / "results.json").read_text())
+    results = read_results(optimas_run)
     assert run.info.status == "FINISHED" and run.data.params["method.gate"] == "strict"
     assert run.data.metrics["test.mean"] == results["test"]["mean"]
     assert run.data.metrics["ledger.usd"] == results["ledger"]["usd"]
@@ -93,7 +94,7 @@ def test_an_mlflow_sweep_is_one_parent_run_with_a_child_per_job(tmp_path):
     children = {r.info.run_name: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
     assert set(children) == {"0-toy_hint-unoptimized", "1-toy_retriever-unoptimized"}
     for name, child in children.items():
-        results = json.loads((tmp_path / "sweep" / name / "results.json").read_text())
+        results = read_results(tmp_path / "sweep" / name)
         assert child.data.metrics["test.mean"] == results["test"]["mean"]
         assert child.data.params["pipeline._target_"] == results["config"]["pipeline"]["_target_"]
         assert {"results.json", "best_config.json"} <= {a.path for a in client.list_artifacts(child.info.run_id)}
@@ -131,7 +132,7 @@ def test_wandb_offline_run_holds_the_record(optimas_run, tmp_path):
     run_id = tracker.log(RunRecord.read(optimas_run), parent="sweep-1")
     (run_dir,) = (tmp_path / "wandb").glob(f"offline-run-*-{run_id}")
     records = list(wandb_records(run_dir))
-    results = json.loads((optimas_run / "results.json").read_text())
+    results = read_results(optimas_run)
     run = next(r.run for r in records if r.HasField("run"))
     assert (run.run_group, run.job_type, run.display_name) == ("sweep-1", "run", "optimas-strict")
     config = {item.key: json.loads(item.value_json) for item in run.config.update}
@@ -160,7 +161,7 @@ def test_a_wandb_run_through_the_cli(tmp_path):
     (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
     summary = {i.key: json.loads(i.value_json) for r in wandb_records(run_dir) if r.HasField("summary")
                for i in r.summary.update}
-    assert summary["test.mean"] == json.loads((tmp_path / "run" / "results.json").read_text())["test"]["mean"]
+    assert summary["test.mean"] == read_results(tmp_path / "run")["test"]["mean"]
 
 
 def test_a_missing_tracker_package_is_one_line_before_the_run(monkeypatch):

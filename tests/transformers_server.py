@@ -20,8 +20,9 @@ START_SECONDS = 120  # loading SmolLM2 takes a few seconds; a busy CI machine ge
 
 
 @contextlib.contextmanager
-def transformers_serve(folder: str | Path) -> Iterator[str]:
-    """Yields the server's api_base (http://127.0.0.1:<port>/v1); skips where its extras are missing."""
+def transformers_serve(folder: str | Path | None) -> Iterator[str]:
+    """Yields the server's api_base (http://127.0.0.1:<port>/v1); skips where its extras are missing.
+    `folder` None: the server loads whichever model folder a request names, on demand."""
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
     cli = shutil.which("transformers", path=str(Path(sys.executable).parent)) or shutil.which("transformers")
@@ -32,7 +33,8 @@ def transformers_serve(folder: str | Path) -> Iterator[str]:
         port = probe.getsockname()[1]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
     log = tempfile.TemporaryFile()  # not a pipe: a long run's warnings would fill it and block the server
-    server = subprocess.Popen([cli, "serve", str(folder), "--host", "127.0.0.1", "--port", str(port)],
+    pinned = [str(folder)] if folder is not None else []
+    server = subprocess.Popen([cli, "serve", *pinned, "--host", "127.0.0.1", "--port", str(port)],
                               env=env, stdout=subprocess.DEVNULL, stderr=log)
     api_base = f"http://127.0.0.1:{port}/v1"
     try:

@@ -14,8 +14,9 @@ from optimas_cli.flows.run import ledger_summary, parse_failures, trace_sink
 from optimas_cli.flows.setup import build_budget, build_context, build_pipeline, resolved, seed_everything
 from optimas_cli.lrf.stage import LRF_DIR
 from optimas_cli.provenance import code_record
-from optimas_cli.system import LRF_ROUTE, Pipeline, SystemConfig, route_of
+from optimas_cli.system import Pipeline, SystemConfig, routes_by_lrf
 from optimas_cli.system.evaluate import evaluate
+from optimas_cli.system.results_file import write_results
 from optimas_cli.system.run_folder import RunFolder, adapters_found_in
 
 
@@ -48,7 +49,7 @@ def evaluate_config(cfg: DictConfig, folder: RunFolder, console: Console) -> dic
         "code": code_record(),
         "config": resolved(cfg),
     }
-    folder.write_json("results.json", results)
+    write_results(folder, results)
     return results
 
 
@@ -126,7 +127,7 @@ def fitting_config(pipeline: Pipeline, values, source: str) -> SystemConfig:
 def lrf_folder(config: SystemConfig, config_file, lrf_dir) -> Path | None:
     """Where the local reward model LRF routes need lives: `lrf_dir`, else the lrf/ folder beside
     `config_file` (a run folder keeps both); None when no component routes by it."""
-    routed = any(route_of(value) == LRF_ROUTE["route"] for value in config.values())
+    routed = any(routes_by_lrf(value) for value in config.values())
     if lrf_dir is None and not routed:
         return None
     folder = Path(str(lrf_dir)) if lrf_dir else (Path(str(config_file)).parent / LRF_DIR if config_file else None)

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from optimas_cli.errors import UserError
 from optimas_cli.stats import mean_ci
+from optimas_cli.system.results_file import read_results
 from optimas_cli.system.run_folder import adapters_found_in
 
 FORMAT = "optimas-export/1"
@@ -106,12 +107,29 @@ def export_run(folder: Path, out: Path | None = None) -> Path:
     return out
 
 
+def export_program(folder: Path, out: Path) -> Path:
+    """Write run `folder`'s optimized system in the form its user wrote it (Pipeline.to_program): for
+    pipeline=dspy, the DSPy program with the optimized instructions, in DSPy's save format (`program.load`)."""
+    from optimas_cli.flows.evaluate import fitting_config
+    from optimas_cli.flows.setup import build_pipeline
+
+    saved = from_run_folder(folder)
+    if saved.values is None:
+        raise UserError(f"{folder} holds no best_config.json: the run did not finish",
+                        f"continue it with its command plus resume={folder}, then export it")
+    pipeline = build_pipeline(saved.cfg)
+    if pipeline.to_program is None:
+        raise UserError(f"pipeline {pipeline.name!r} is not a program of yours: --program has nothing to write",
+                        "use --program with runs of pipeline=dspy; `optimas export <run>` writes any run")
+    if out.suffix != ".json":
+        raise UserError(f"--program {out} must name a .json file (DSPy's save format)", f"use {out.with_suffix('.json')}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pipeline.to_program(fitting_config(pipeline, saved.values, str(saved.source))).save(str(out))
+    return out
+
+
 def _results(folder: Path) -> dict:
-    path = folder / "results.json"
-    try:
-        return json.loads(path.read_text()) if path.is_file() else {}
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise UserError(f"{path} is not valid JSON", "restore it, or run the experiment again") from None
+    return read_results(folder) or {}
 
 
 def _test_score(results: dict) -> dict | None:
@@ -163,6 +181,8 @@ def export_main(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="optimas export", description="write a run's optimized system to one file")
     parser.add_argument("folder", help="a finished run folder (outputs/<date>/<time>-<pipeline>-<method>)")
     parser.add_argument("--out", help=f"the file to write (.yaml or .json; default <folder>/{EXPORT_FILE})")
+    parser.add_argument("--program", help="instead, write the optimized program in its own format: for "
+                        "pipeline=dspy, DSPy's save format (.json), which your program's .load(FILE) reads")
     try:
         opts = parser.parse_args(args)
     except SystemExit as exc:  # argparse printed its usage line
@@ -171,6 +191,10 @@ def export_main(args: list[str]) -> int:
     try:
         if not folder.is_dir():
             raise UserError(f"{folder} is not a folder", "pass a run folder written by `optimas run`")
+        if opts.program:
+            out = export_program(folder, Path(opts.program))
+            print(f"exported: {out} (load it with your_program.load({str(out)!r}))")
+            return 0
         out = export_run(folder, Path(opts.out) if opts.out else None)
     except UserError as err:
         print(f"optimas: {err}", file=sys.stderr)

@@ -23,15 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.table import Table
 
-from optimas_cli.flows.plan import (
-    PhaseCount,
-    phase_row,
-    previous_run,
-    price_per_token,
-    render,
-    rerun_counts,
-    totals,
-)
+from optimas_cli.flows.earlier_runs import previous_run
+from optimas_cli.flows.plan import phase_row, price_per_token, render, totals
 from optimas_cli.flows.run import ledger_summary
 from optimas_cli.flows.setup import (
     budget_splits,
@@ -41,6 +34,7 @@ from optimas_cli.flows.setup import (
     seed_everything,
 )
 from optimas_cli.methods.base import MethodOutcome
+from optimas_cli.methods.cost import PhaseCount, rerun_counts
 from optimas_cli.methods.single_llm import SingleLLM
 from optimas_cli.optim.prompt_pool import pool_drafts
 from optimas_cli.progress import phase

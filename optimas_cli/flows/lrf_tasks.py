@@ -11,7 +11,6 @@ from collections import Counter
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from optimas_cli.errors import UserError
 from optimas_cli.flows.run import ledger_summary
 from optimas_cli.flows.setup import (
     budget_splits,
@@ -21,23 +20,15 @@ from optimas_cli.flows.setup import (
     resolved,
     seed_everything,
 )
-from optimas_cli.lrf.oracle import is_oracle
+from optimas_cli.lrf.oracle import refuse_oracle
 from optimas_cli.lrf.stage import collect_initial_pairs, make_buffer, train_initial_lrf
 from optimas_cli.provenance import code_record
+from optimas_cli.system.results_file import write_results
 from optimas_cli.system.run_folder import RunFolder
 
 
-def refuse_oracle(cfg: DictConfig) -> None:
-    """lrf=oracle is the exact local reward, not a learned one: Stage 1 has nothing to collect or train for it."""
-    if is_oracle(cfg.lrf):
-        raise UserError(f"optimas {cfg.task} has nothing to do with lrf=oracle: the exact local reward needs no "
-                        "preference pairs and no training",
-                        "run Optimas on it with `optimas run pipeline=synthetic lrf=oracle`, or collect for a "
-                        "learned reward (lrf=minilm)")
-
-
 def _prepare(cfg: DictConfig, folder: RunFolder, console: Console):
-    refuse_oracle(cfg)
+    refuse_oracle(str(cfg.task), cfg.lrf)
     seed_everything(int(cfg.seed))
     pipeline = build_pipeline(cfg)
     splits = budget_splits(pipeline, build_budget(cfg))
@@ -63,7 +54,7 @@ def _results(cfg, pipeline, ctx, pairs, task: str) -> dict:
 def collect(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
     pipeline, ctx, _, pairs = _prepare(cfg, folder, console)
     results = _results(cfg, pipeline, ctx, pairs, "collect")
-    folder.write_json("results.json", results)
+    write_results(folder, results)
     return results
 
 
@@ -78,5 +69,5 @@ def train_lrf(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
         judge = "n/a" if row["judge_accuracy"] is None else f"{100 * row['judge_accuracy']:.1f}%"
         console.print(f"  {name:<24} LRF {100 * row['pairwise_accuracy']:.1f}% · judge {judge} · {row['n_pairs']} test pairs")
     results = {**_results(cfg, pipeline, ctx, pairs, "train-lrf"), "lrf": report}
-    folder.write_json("results.json", results)
+    write_results(folder, results)
     return results

@@ -9,7 +9,6 @@ reference that is missing (not run yet, run in parallel, failed) or ambiguous is
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -17,7 +16,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from optimas_cli.errors import UserError
-from optimas_cli.report.paper_tables import optimization_runs
+from optimas_cli.system.budget import optimization_runs
+from optimas_cli.system.results_file import read_results
 
 log = logging.getLogger("optimas")
 # Budget keys that may differ between the reference run and the matched ones: the caps themselves.
@@ -46,8 +46,8 @@ def reference_run(cfg: DictConfig, pipeline: str, run_folder: Path) -> tuple[Pat
         if results_file.parent == here:
             continue
         try:
-            results = json.loads(results_file.read_text())
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            results = read_results(results_file.parent)
+        except UserError:
             continue  # still being written, or broken: not a finished reference
         config = results.get("config") or {}
         if (results.get("method") == reference and results.get("pipeline") == pipeline

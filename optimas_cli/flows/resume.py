@@ -16,10 +16,16 @@ from omegaconf import OmegaConf
 
 from optimas_cli.conf import CONF_DIR, options
 from optimas_cli.errors import UserError
-from optimas_cli.system.run_folder import ACCOUNTS_FILE, damaged_file, read_state, refuse_if_locked
+from optimas_cli.system.results_file import RESULTS, read_results
+from optimas_cli.system.run_folder import (
+    ACCOUNTS_FILE,
+    damaged_file,
+    failed_before_start,
+    read_state,
+    refuse_if_locked,
+)
 
 ORIGINAL_CONFIG = "config.yaml"
-RESULTS = "results.json"
 # What Stage 1, the loop's checkpoints and the call cache were computed with.
 # The data and the server decide them too: another data_dir is other examples, another lm.api_base
 # another model behind the same name.
@@ -100,8 +106,8 @@ def _refuse_if_finished(path: str, folder: Path, now: dict) -> None:
     """A run whose results.json holds final results computed with these very settings: going on would only
     recompute them and rewrite the file. (A run stopped by a cap, or resumed with other settings, goes on.)"""
     try:
-        results = json.loads((folder / RESULTS).read_text())
-    except (OSError, ValueError):  # none yet, or unreadable: nothing says the run finished
+        results = read_results(folder)
+    except UserError:  # unreadable: nothing says the run finished
         return
     if not isinstance(results, dict) or results.get("stopped") or not isinstance(results.get("config"), dict):
         return
@@ -145,8 +151,6 @@ def refuse_a_sweep_in(path: str | Path) -> None:
 def _holds_a_run(folder: Path) -> bool:
     """Whether `folder` holds a run: its config, a checkpoint's accounts or its results, and more than what a run
     that failed before it started leaves (its config and the error in its log)."""
-    from optimas_cli.report.runs import failed_before_start  # numpy: not for every command's start-up
-
     return (any((folder / name).exists() for name in (ORIGINAL_CONFIG, ACCOUNTS_FILE, RESULTS))
             and failed_before_start(folder) is None)
 

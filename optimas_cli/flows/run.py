@@ -18,6 +18,7 @@ from optimas_cli.flows.setup import (
     run_costs,
     seed_everything,
 )
+from optimas_cli.lrf.routing import routing_accuracy
 from optimas_cli.methods.base import Method, MethodOutcome
 from optimas_cli.provenance import code_record
 from optimas_cli.stats import mde_summary, paired_ci
@@ -25,6 +26,7 @@ from optimas_cli.system.caps import BudgetExhausted
 from optimas_cli.system.component import ConfigKind
 from optimas_cli.system.evaluate import evaluate
 from optimas_cli.system.parsing import PARSE_FAILURES
+from optimas_cli.system.results_file import write_results
 from optimas_cli.system.run_folder import RunFolder
 from optimas_cli.system.traces import PREDICTIONS, TraceSink
 
@@ -77,6 +79,8 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
                                               int(cfg.repeats))
         results.update(before_and_after(pipeline, method, outcome, results["test"], splits.test, ectx,
                                         int(cfg.repeats)))
+        if (routing := routing_accuracy(pipeline, outcome.config, splits.test, outcome.lrf, ctx.lm)) is not None:
+            results["routing"] = routing  # the simulator's routers against their exact per-input best
         if "test_initial" in results:  # the same MDE at the measured spread of the paired gains
             gains = [b - a for a, b in zip(results["test_initial"]["per_example"], results["test"]["per_example"],
                                            strict=True)]
@@ -95,7 +99,7 @@ def run(cfg: DictConfig, folder: RunFolder, console: Console) -> dict:
         "code": code_record(),
         "config": resolved(cfg),
     })
-    folder.write_json("results.json", results)
+    write_results(folder, results)
     return results
 
 

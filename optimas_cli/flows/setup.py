@@ -232,6 +232,17 @@ def build_method(cfg: DictConfig, budget: Budget, console: Console | None = None
 
 
 
+def refuse_unfit(cfg: DictConfig, built: dict | None = None) -> None:
+    """Before a run folder exists: the run's method can change something of its pipeline (Method.fit), with the
+    pipeline and the method built as the run builds them (a pipeline that cannot be built, e.g. for missing data,
+    says so in its own one line). `built`: pipelines already built for earlier jobs of a sweep, by their config."""
+    key = repr((OmegaConf.to_container(cfg.pipeline, resolve=True), cfg.data_dir))
+    built = {} if built is None else built
+    if key not in built:
+        built[key] = build_pipeline(cfg)
+    build_method(cfg, build_budget(cfg)).fit(built[key])
+
+
 def resolved(cfg: DictConfig) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 

@@ -1,7 +1,8 @@
 """Preference collection (paper Section 4.1): candidate outputs of C_k scored by downstream Monte Carlo.
 
 For component C_k and a batch of training inputs:
-  1. run the system up to C_k (and every component that does not depend on C_k, which stays fixed);
+  1. run the system up to C_k (and every component that does not depend on C_k, which stays fixed); a
+     collection of several components runs what they hold fixed once, as one shared prefix (collect_all);
   2. draw candidate outputs y_k: m values of a choice (or all of them), or m samples of an LM/local model;
   3. for each candidate, run what is downstream r times and average the global reward;
   4. every two candidates of one input whose averages differ by more than epsilon form a pair.
@@ -31,6 +32,7 @@ tie: the LRF learns from the true order of the very pairs Monte Carlo labels, th
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -77,19 +79,34 @@ def _same_output(a: dict, b: dict) -> bool:
     return _key(a) == _key(b)
 
 
-def _fix_independent_components(
-    system: CompoundSystem, name: str, trajs: list[Trajectory], config: SystemConfig, ctx: RunContext
-) -> None:
-    """Run, once, the components after `name` that do not depend on it (parallel branches).
+def held_fixed(system: CompoundSystem, name: str) -> list[str]:
+    """The components a collection for `name` runs once and holds fixed across its candidates: every one that
+    does not depend on it (its ancestors and parallel branches; paper: "outputs from the non-downstream
+    components fixed"), in order. The set is closed under ancestors, so it runs on its own."""
+    moved = {name, *system.downstream(name)}
+    return [n for n in system.order if n not in moved]
 
-    Their outputs must be held fixed across candidates (paper: "outputs from the non-downstream
-    components fixed"); otherwise every downstream run would re-sample them.
-    """
-    downstream = set(system.downstream(name))
-    after = system.order[system.order.index(name) + 1 :]
-    independent = [n for n in after if n not in downstream]
-    if independent:
-        system.run_components(trajs, independent, config, ctx)
+
+def shared_prefix(system: CompoundSystem, names: Sequence[str]) -> list[str]:
+    """What collecting `names` runs before any candidate: the union of their held-fixed components, each once.
+    Under one configuration, context and sample index a component's output on an input is the same in every
+    component's prefix (its randomness is keyed by run seed, example, component and sample index), so one run
+    of the union serves every collection (prefix_for) instead of one run of its own per component."""
+    wanted = {c for name in names for c in held_fixed(system, name)}
+    return [n for n in system.order if n in wanted]
+
+
+def prefix_for(system: CompoundSystem, name: str, base: Sequence[Trajectory]) -> list[Trajectory]:
+    """Copies of the shared prefix's trajectories as run_until(name) would leave them: `name` and what is
+    downstream of it forgotten."""
+    moved = {name, *system.downstream(name)}
+    trajs = [copy.deepcopy(t) for t in base]
+    for t in trajs:
+        for n in moved & set(t.steps):
+            for f in system.components[n].outputs:
+                t.state.pop(f, None)
+            del t.steps[n]
+    return trajs
 
 
 def balanced_draws(n_values: int, n_inputs: int, per_input: int, seed: str) -> list[list[int]]:
@@ -192,6 +209,7 @@ def collect_pairs(
     choices: str = "sample",
     exact_reward: ExactReward | None = None,
     stats: dict | None = None,
+    prefix: list[Trajectory] | None = None,
 ) -> list[PreferencePair]:
     """Preference pairs for one component over `examples` (see the module docstring).
 
@@ -202,7 +220,8 @@ def collect_pairs(
     the run's own); `mc_repeats` drops to 1 when nothing downstream can vary at it. Two candidates
     with identical outputs never form a pair (there is nothing to rank). `exact_reward`, if given, orders
     each pair instead of the Monte Carlo means (module docstring). `stats`, if given, is updated with counts
-    of examples, candidates, pairs, near-ties, exact ties and the repeats run.
+    of examples, candidates, pairs, near-ties, exact ties and the repeats run. `prefix`: the examples' trajectories
+    with the held-fixed components already run (collect_all's shared prefix, prefix_for); None runs them here.
     """
     if component_name not in system.components:
         raise UserError(f"no component named {component_name!r}", f"choose one of {list(system.components)}")
@@ -220,8 +239,8 @@ def collect_pairs(
         raise UserError(f"lrf.collect.downstream_temperature is {downstream_temperature}, below 0",
                         "set it to null (the run's own temperature) or a number >= 0")
     score = as_metric(metric)
-    trajs = system.run_until(component_name, examples, config, ctx)
-    _fix_independent_components(system, component_name, trajs, config, ctx)
+    trajs = prefix if prefix is not None else system.run_components(
+        system.start(examples), held_fixed(system, component_name), config, ctx)
 
     # Inputs of C_k per example; skip examples where C_k does not run (its `when` is false).
     active = []
@@ -314,9 +333,11 @@ def collect_all(
 ) -> dict[str, list[PreferencePair]]:
     """Pairs for every optimizable component (or those named), calling `on_pairs(name, pairs)`
     after each so the caller can persist progress and resume by passing the remaining names, and
-    `before(name)` before each (a run cap's check of the collection it is about to start).
+    `before(runs)` before the shared prefix and before each component's candidates (a run cap's check of the
+    executed runs the step is about to take, by expected_collection's arithmetic: an upper bound).
 
-    `options` are collect_pairs' keyword arguments (num_candidates, mc_repeats, epsilon, ...);
+    The components every collection holds fixed run once, as one shared prefix (shared_prefix), not once per
+    component. `options` are collect_pairs' keyword arguments (num_candidates, mc_repeats, epsilon, ...);
     `stats`, if given, maps each component name to its collection counts.
     """
     names = optimizable_components(system) if components is None else list(components)
@@ -324,11 +345,19 @@ def collect_all(
     if unknown:
         raise UserError(f"unknown component(s) {unknown}", f"choose among {list(system.components)}")
     result: dict[str, list[PreferencePair]] = {}
+    collecting = [n for n in names if system.components[n].kind is not ConfigKind.NONE]
+    if before is not None:
+        before(expected_prefix_runs(system, config, collecting, len(examples)))
+    base = system.run_components(system.start(examples), shared_prefix(system, collecting), config, ctx)
+    temperature = decoding_temperature(ctx)
     for name in names:
         if before is not None:
-            before(name)
+            tally = ExecutionTally()
+            expected_collection(system, config, len(examples), options, tally, temperature, [name], prefix=False)
+            before(tally.executions / len(system))
         counts: dict = {}
-        result[name] = collect_pairs(system, config, name, examples, ctx, metric, stats=counts, **options)
+        result[name] = collect_pairs(system, config, name, examples, ctx, metric, stats=counts,
+                                     prefix=prefix_for(system, name, base), **options)
         if stats is not None:
             stats[name] = counts
         if on_pairs is not None:
@@ -356,23 +385,33 @@ def _candidate_count(comp: Component, collect: Mapping) -> int:
     return values if collect.get("choices", "sample") == "enumerate" else min(drawn, values)
 
 
+def expected_prefix_runs(system: CompoundSystem, config: SystemConfig, names: Sequence[str], n: int) -> float:
+    """The executed runs of the shared prefix collecting `names` on n inputs takes (collect_all)."""
+    tally = ExecutionTally()
+    for other in shared_prefix(system, names):
+        tally.run(system.components[other], n, system.components[other].values_per_input(config[other]))
+    return tally.executions / len(system)
+
+
 def expected_collection(system: CompoundSystem, config: SystemConfig, n: int, collect: Mapping,
-                        counter: ExecutionTally, lm_temperature: float) -> float:
-    """collect_all on n inputs, counted into `counter` as it will execute when every sampled candidate is
-    distinct (an upper bound otherwise); returns the expected number of preference pairs. `collect`: the
-    lrf.collect settings; `lm_temperature`: the run's own, which the downstream runs default to."""
+                        counter: ExecutionTally, lm_temperature: float, names: Sequence[str] | None = None,
+                        prefix: bool = True) -> float:
+    """collect_all of `names` (None: every optimizable component) on n inputs, counted into `counter` as it will
+    execute when every sampled candidate is distinct (an upper bound otherwise); returns the expected number of
+    preference pairs. `collect`: the lrf.collect settings; `lm_temperature`: the run's own, which the downstream
+    runs default to. `prefix`: count the shared prefix too (once, however many components share it)."""
+    names = optimizable_components(system) if names is None else [
+        c for c in names if system.components[c].kind is not ConfigKind.NONE]
     pairs = 0.0
     sample_at = float(collect.get("temperature", CANDIDATE_TEMPERATURE))
     down_at = collect.get("downstream_temperature")
     down_at = lm_temperature if down_at is None else float(down_at)
-    for name in system.order:
+    if prefix:
+        for other in shared_prefix(system, names):
+            counter.run(system.components[other], n, system.components[other].values_per_input(config[other]))
+    for name in names:
         comp = system.components[name]
-        if comp.kind is ConfigKind.NONE:
-            continue
         down = system.downstream(name)
-        for other in system.order:  # run_until: every component that does not depend on this one
-            if other != name and other not in down:
-                counter.run(system.components[other], n, system.components[other].values_per_input(config[other]))
         cands = _candidate_count(comp, collect) if comp.kind is ConfigKind.CHOICE or comp.is_stochastic(sample_at) else 1
         counter.run(comp, cands * n)  # candidate draws: each drawn value (choice) or sample (prompt, weights) once
         stochastic = any(system.components[d].is_stochastic(down_at) for d in down)

@@ -1,16 +1,19 @@
 """LocalRewardModel: r_k(x_k, y_k) = h_k(phi(text(x_k, y_k))), one shared backbone, one linear head per component.
 
 `score(component, inputs, outputs)` is the entry point for per-instance routing and the local
-optimizers; `rewards(...)` is the differentiable version the trainer uses.
+optimizers; `rewards(...)` is the differentiable version the trainer uses. A choice component also gets
+a value scorer (lrf/value_scorer.py): `score_values(component, inputs, values)` ranks its values for an
+input before any of them runs, from phi of the input text alone.
 
 With a frozen backbone (train_backbone=heads) phi(text) never changes: the backbone stays in eval
 mode (no dropout) and each distinct text is embedded once, cached by text for the model's life, so
 Stage 1's epochs, the loop's scoring and Stage 2 train and score the heads on stored vectors. A model folder holds
-config.json, heads.safetensors and either `adapter/` (LoRA) or backbone.safetensors (the trained
-backbone weights; absent when only the heads train).
+config.json, heads.safetensors, value_heads.safetensors (when choice components have value scorers) and
+either `adapter/` (LoRA) or backbone.safetensors (the trained backbone weights; absent when only the heads train).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,9 +26,11 @@ from optimas_cli.devices import pick_device, pick_dtype
 from optimas_cli.errors import UserError
 from optimas_cli.lrf import backbone as bb
 from optimas_cli.lrf.text import ComponentInfo, TextRenderer, component_info
+from optimas_cli.lrf.value_scorer import ValueHead
 from optimas_cli.system.run_folder import replaced
 
 CONFIG_FILE, HEADS_FILE, BACKBONE_FILE, ADAPTER_DIR = "config.json", "heads.safetensors", "backbone.safetensors", "adapter"
+VALUE_HEADS_FILE = "value_heads.safetensors"
 FORMAT_VERSION = 1
 
 
@@ -95,6 +100,8 @@ class LocalRewardModel(nn.Module):
         self.heads = nn.ModuleList()
         for name, spec in (components or {}).items():
             self.add_component(name, spec)
+        self.value_heads = nn.ModuleList()  # the choice components' value scorers (add_value_head)
+        self.value_head_index: dict[str, int] = {}
         self.eval()  # scoring is the common use; the trainer switches to train mode itself
 
     @classmethod
@@ -196,6 +203,53 @@ class LocalRewardModel(nn.Module):
         """r_k(x, y) for each (input, output) pair of one component; batched, no gradients."""
         return self.score_texts(component_name, self.texts(component_name, inputs, outputs))
 
+    # -- the value scorer: s_k(x, v) before anything runs (lrf/value_scorer.py) --------------------------
+    def add_value_head(self, name: str, keys: Sequence[str], dim: int) -> ValueHead:
+        """Give choice component `name` a value scorer over the values whose value_key are `keys` (untrained:
+        every value scores alike)."""
+        if name in self.value_head_index:
+            raise ValueError(f"component {name!r} already has a value scorer")
+        head = ValueHead(self.hidden_size, keys, dim, self.seed)
+        self.value_head_index[name] = len(self.value_heads)
+        self.value_heads.append(head.to(self.device_name))
+        return head
+
+    def value_head(self, name: str) -> ValueHead:
+        try:
+            return self.value_heads[self.value_head_index[name]]
+        except KeyError:
+            raise KeyError(f"the local reward model has no value scorer for component {name!r}") from None
+
+    def scores_values(self, name: str) -> bool:
+        return name in self.value_head_index
+
+    def input_texts(self, component: str, inputs: Sequence[Mapping]) -> list[str]:
+        """The text phi reads for an input alone: the component's header and input fields, no output."""
+        info = self.infos[component] if component in self.infos else ComponentInfo(component)
+        alone = dataclasses.replace(info, outputs=())
+        return [self.renderer.render(alone, x, {}) for x in inputs]
+
+    @torch.no_grad()
+    def embed_inputs(self, component: str, inputs: Sequence[Mapping]) -> torch.Tensor:
+        was_training = self.training
+        self.eval()
+        try:
+            texts = self.input_texts(component, inputs)
+            return torch.cat([self.embed(texts[i:i + self.score_batch_size])
+                              for i in range(0, len(texts), self.score_batch_size)]) if texts else torch.zeros(0, self.hidden_size)
+        finally:
+            self.train(was_training)
+
+    @torch.no_grad()
+    def score_values(self, component: str, inputs: Sequence[Mapping], values: Sequence[Any]) -> list[list[float]]:
+        """s_k(x, v) per input (rows) and value (columns); nothing of the component runs."""
+        head = self.value_head(component)
+        columns = head.columns(values)
+        if not inputs:
+            return []
+        scores = head(self.embed_inputs(component, inputs).to(head.embedding.device))
+        return scores[:, columns].cpu().tolist()
+
     # -- parameters -----------------------------------------------------------------------------
     def head_parameters(self) -> list[nn.Parameter]:
         return list(self.heads.parameters())
@@ -218,6 +272,9 @@ class LocalRewardModel(nn.Module):
             "gradient_checkpointing": self.gradient_checkpointing,
             "components": {n: info.to_dict() for n, info in self.infos.items()},
             "head_order": sorted(self.head_index, key=self.head_index.get),
+            "value_heads": [{"component": n, "values": self.value_heads[i].keys,
+                             "dim": int(self.value_heads[i].embedding.shape[1])}
+                            for n, i in sorted(self.value_head_index.items(), key=lambda kv: kv[1])],
         }
 
     # -- persistence ----------------------------------------------------------------------------
@@ -235,6 +292,11 @@ class LocalRewardModel(nn.Module):
             heads[f"{name}.bias"] = self.heads[i].bias.detach().cpu().contiguous()
         with replaced(folder / HEADS_FILE) as tmp:
             save_file(heads, str(tmp))
+        if self.value_heads:
+            values = {f"{i}/{k}": t.detach().cpu().contiguous() for i, head in enumerate(self.value_heads)
+                      for k, t in head.state_dict().items()}
+            with replaced(folder / VALUE_HEADS_FILE) as tmp:
+                save_file(values, str(tmp))
         if self.lora:
             self.backbone.save_pretrained(str(folder / ADAPTER_DIR))
         else:
@@ -286,4 +348,8 @@ class LocalRewardModel(nn.Module):
             for name, i in model.head_index.items():
                 model.heads[i].weight.copy_(heads[f"{name}.weight"])
                 model.heads[i].bias.copy_(heads[f"{name}.bias"])
+        saved = load_file(str(folder / VALUE_HEADS_FILE)) if cfg.get("value_heads") else {}
+        for i, spec in enumerate(cfg.get("value_heads") or []):
+            head = model.add_value_head(spec["component"], spec["values"], int(spec["dim"]))
+            head.load_state_dict({k.split("/", 1)[1]: t for k, t in saved.items() if k.split("/", 1)[0] == str(i)})
         return model.to(model.device_name).eval()

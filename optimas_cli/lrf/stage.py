@@ -2,12 +2,13 @@
 
 collect -> pairs.jsonl (one component at a time; finished components are never re-collected)
 train   -> lrf/ (backbone + heads + config) and lrf_report.json (Table 4: pairwise vs judge accuracy
-           on test pairs, and per component how many pairs were trained, indistinguishable, tied)
+           on test pairs, and per component how many pairs were trained, indistinguishable, tied); then
+           the choice components' value scorers (lrf/value_scorer.py) on the same training pairs, with
+           their accuracy on the same test pairs (`value_scorer` in the report)
 Shared by `optimas collect`, `optimas train-lrf` and the optimas method.
 """
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import os
@@ -35,6 +36,7 @@ from optimas_cli.lrf.judge import JUDGE_PHASE, judge_accuracy
 from optimas_cli.lrf.metrics import alignment_report, pairwise_accuracy
 from optimas_cli.lrf.model import LocalRewardModel
 from optimas_cli.lrf.pairs import PreferencePair, append_pairs, load_pairs, save_pairs
+from optimas_cli.lrf.sizing import CollectionSize, fitting_components, size_collection, stage1_limit
 from optimas_cli.lrf.text import component_infos
 from optimas_cli.lrf.train import (
     PairSplit,
@@ -44,12 +46,14 @@ from optimas_cli.lrf.train import (
     split_by_input,
     train_stage1,
 )
-from optimas_cli.system import CompoundSystem, ConfigKind, Pipeline, RunContext, SystemConfig
+from optimas_cli.lrf.value_scorer import ValueScorerSettings, fit_value_scorers, value_pair_accuracy
+from optimas_cli.system import CompoundSystem, Pipeline, RunContext, SystemConfig
 from optimas_cli.system.caps import check_caps
 from optimas_cli.system.run_folder import RunFolder
 
 log = logging.getLogger("optimas")
 PAIRS_FILE, COLLECTED_FILE, LRF_DIR, REPORT_FILE = "pairs.jsonl", "collected.json", "lrf", "lrf_report.json"
+SIZE_FILE = "stage1_size.json"  # Stage 1's size under the run cap (lrf/sizing.py), kept for a resume
 LRF_CHECKPOINTS = "lrf_checkpoints"  # the LRF's weights as of each loop checkpoint (Stage 2 changes them)
 
 
@@ -63,6 +67,7 @@ def collect_options(pipeline: Pipeline, lrf_cfg: Mapping) -> dict:
     expected reward of an output has: optimas_pipelines/synthetic/system.py); any other pipeline is refused here, before
     its collection runs."""
     options = collect_settings(lrf_cfg)
+    options.pop("cap_share", None)  # sizes Stage 1 (lrf/sizing.py), not an option of a collection
     if options.pop("labels", "mc") == "exact":
         options["exact_reward"] = getattr(pipeline, "exact_output_reward", None)
         if options["exact_reward"] is None:
@@ -76,12 +81,32 @@ def collect_initial_pairs(
     pipeline: Pipeline, config: SystemConfig, examples: Sequence[dict], ctx: RunContext, folder: RunFolder,
     lrf_cfg: Mapping, console: Console | None = None,
 ) -> list[PreferencePair]:
-    """Preference pairs for every optimizable component; a killed collection resumes per component."""
+    """Preference pairs for every optimizable component; a killed collection resumes per component. Under a run
+    cap Stage 1 is sized to its share of it (stage1_size), and a component that would cross that share on a
+    resume (the shared prefix runs again for what is left) is not collected."""
+    size = stage1_size(pipeline, config, len(examples), ctx, folder, lrf_cfg)
     options = collect_options(pipeline, lrf_cfg)
+    if size is not None:
+        options, examples = size.settings(options), list(examples)[: size.inputs]
+        if console:
+            console.print(f"  sized to its share of the run cap: {size.inputs} inputs x {size.num_candidates} candidates "
+                          f"x {size.mc_repeats} repeats for {len(size.components)} components, at most "
+                          f"{size.runs:.1f} of {size.limit:.1f} runs")
     done: list[str] = folder.read_json(COLLECTED_FILE, {"components": []})["components"]
     todo = [n for n in optimizable_components(pipeline.system) if n not in done]
     stats = folder.read_json("collect_stats.json", {})
     _drop_unfinished(folder, done)
+    if size is not None and todo:
+        spent = ctx.ledger.equivalent_runs(COLLECTION_PHASE)
+        fit = fitting_components(pipeline.system, config, [n for n in todo if n in size.components], len(examples),
+                                 options, decoding_temperature(ctx), size.limit - spent) if examples else []
+        skipped = [n for n in todo if n not in fit]
+        for name in skipped:  # no pairs: marked done, so a resume does not retry it
+            stats[name] = {"skipped": f"its collection does not fit Stage 1's share of the run cap ({size.limit:g} runs)"}
+            done.append(name)
+        if skipped and not fit:
+            folder.checkpoint(ctx, {"collect_stats.json": stats, COLLECTED_FILE: {"components": done}})
+        todo = fit
 
     def persist(name: str, pairs: list[PreferencePair]) -> None:
         append_pairs(folder.file(PAIRS_FILE), pairs)  # dropped by a resume until the checkpoint marks them done
@@ -91,9 +116,8 @@ def collect_initial_pairs(
             console.print(f"  collected {len(pairs)} pairs for [bold]{name}[/] · runs so far {ctx.ledger.equivalent_runs():.1f}")
         check_caps(ctx)  # a safe point: this component's pairs and the accounts are saved
 
-    def fits(name: str) -> None:  # a component's collection that would cross the run cap is not started
-        check_caps(ctx, {"max_runs": expected_collection_runs(pipeline.system, config, [name], len(examples),
-                                                              lrf_cfg, ctx)})
+    def fits(runs: float) -> None:  # a step of the collection that would cross the run cap is not started
+        check_caps(ctx, {"max_runs": runs})
 
     if todo:
         check_sampling(pipeline.system, ctx, float(options.get("temperature", CANDIDATE_TEMPERATURE)),
@@ -104,6 +128,24 @@ def collect_initial_pairs(
     # Pairs of a component whose collection was cut short are not marked done: drop them.
     pairs = load_pairs(folder.file(PAIRS_FILE)) if folder.file(PAIRS_FILE).exists() else []
     return [p for p in pairs if p.component in done]
+
+
+def stage1_size(pipeline: Pipeline, config: SystemConfig, n_available: int, ctx: RunContext, folder: RunFolder,
+                lrf_cfg: Mapping) -> CollectionSize | None:
+    """Stage 1's size under budget.max_runs and lrf.collect.cap_share (lrf/sizing.py); None without either.
+    Computed once per run folder and kept in it, so a resume collects the rest at the size the first part had."""
+    caps = getattr(ctx, "caps", None)
+    limit = stage1_limit(collect_settings(lrf_cfg), getattr(caps, "max_runs", None))
+    if limit is None:
+        return None
+    kept = folder.read_json(SIZE_FILE)
+    if kept is not None:
+        return CollectionSize(**{**kept, "components": tuple(kept["components"])})
+    size = size_collection(pipeline.system, config, optimizable_components(pipeline.system), n_available,
+                           collect_settings(lrf_cfg), decoding_temperature(ctx), limit)
+    folder.write_json(SIZE_FILE, size.to_dict())
+    log.info("stage 1 sized to %.4g of the run cap's %g runs: %s", limit, caps.max_runs, size.to_dict())
+    return size
 
 
 def _drop_unfinished(folder: RunFolder, done: list[str]) -> None:
@@ -178,6 +220,7 @@ def train_initial_lrf(
         # a cap is checked before each epoch: a stop drops the partial training, a resume trains again
         stage1 = train_stage1(model, split.train, train_config(lrf_cfg, len(split.train)), dev=split.dev, buffer=buffer,
                               before_epoch=lambda: check_caps(ctx))
+        values = fit_value_scorers(model, pipeline.system, split.train, ValueScorerSettings.from_lrf(lrf_cfg))
     accuracy = pairwise_accuracy(model, split.test, indistinguishable=hidden)
     judge = None
     judge_cfg = dict(lrf_cfg.get("judge") or {})
@@ -192,6 +235,8 @@ def train_initial_lrf(
     report.update(measured_on="test", n_pairs=len(pairs), n_train_pairs=len(split.train),
                   n_dev_pairs=len(split.dev), n_test_pairs=len(split.test), n_indistinguishable=len(hidden),
                   stage1=stage1)
+    if values:  # s_k(x, v) ranks a pair's two values before running them: its accuracy on the same test pairs
+        report["value_scorer"] = {"trained": values, "accuracy": value_pair_accuracy(model, split.test)}
     model.save(folder.file(LRF_DIR))
     folder.checkpoint(ctx, {REPORT_FILE: report})  # the report marks Stage 1 done: a kill before it trains again
     check_caps(ctx)  # a safe point: the trained model and the accounts are saved
@@ -239,29 +284,13 @@ class DrawnVersions:
             self.drawn[name] = dict(versions)
 
 
-def collecting_alone(system: CompoundSystem, name: str) -> CompoundSystem:
-    """The system in which only `name` has something to collect: expected_collection's count of `name`'s
-    collection alone (a Stage 2 refresh of its r_k). The other components keep their wiring, routes and randomness."""
-    components = []
-    for comp in system.components.values():
-        if comp.name != name and comp.kind is not ConfigKind.NONE:
-            twin = copy.copy(comp)
-            twin.kind = ConfigKind.NONE
-            twin.is_stochastic = comp.is_stochastic  # NONE would read as deterministic downstream
-            comp = twin
-        components.append(comp)
-    return CompoundSystem(components, system.inputs, system.outputs)
-
-
 def expected_collection_runs(system: CompoundSystem, config: SystemConfig, names: Sequence[str], n_inputs: int,
                              lrf_cfg: Mapping, ctx: RunContext) -> float:
     """The executed runs collecting `names` on `n_inputs` inputs will take under `config` (at most: every
     sampled candidate distinct), by optimas plan's arithmetic: what a run cap checks before a collection
     (Stage 1's per component, a Stage 2 adaptation) starts, and what sizes a lazy refresh."""
     tally = ExecutionTally()
-    everything = set(names) >= set(optimizable_components(system))
-    for view in [system] if everything else [collecting_alone(system, n) for n in names]:
-        expected_collection(view, config, n_inputs, collect_settings(lrf_cfg), tally, decoding_temperature(ctx))
+    expected_collection(system, config, n_inputs, collect_settings(lrf_cfg), tally, decoding_temperature(ctx), names)
     return tally.executions / len(system)
 
 
@@ -300,6 +329,10 @@ class Stage2:
             with ctx.ledger.computing("lrf_training"), \
                     self.buffer.replaying_only(moved) if moved is not None else nullcontext():
                 result = adapt_stage2(self.lrf, flat, self.buffer, train_config(self.lrf_cfg, len(flat)))
+                # phi moved (a trained backbone) or the buffer grew: the value scorers it moves learn again
+                held = [p for c in self.buffer.components() for p in self.buffer.pairs[c]]
+                result["value_scorer"] = fit_value_scorers(self.lrf, self.pipeline.system, held,
+                                                           ValueScorerSettings.from_lrf(self.lrf_cfg), moved)
         adaptation = {"components": list(names), "fresh_inputs": len(fresh_inputs), **result}
         self.adaptations.append(adaptation)
         self.versions.mark(names, versions)

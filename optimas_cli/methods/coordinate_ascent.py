@@ -17,6 +17,7 @@ import numpy as np
 from rich.console import Console
 
 from optimas_cli.methods.base import Method, MethodOutcome
+from optimas_cli.methods.cost import Conditions, Estimate, full_runs, rerun_counts, scaled
 from optimas_cli.methods.global_reward import with_global_choices
 from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.optim.prompt_pool import fixed_drafts
@@ -29,6 +30,8 @@ SEARCHED = (ConfigKind.PROMPT, ConfigKind.CHOICE)
 
 
 class CoordinateAscent(Method):
+    optimizes = frozenset(SEARCHED)
+
     def __init__(self, budget: Budget, name: str = "coordinate_ascent", console: Console | None = None, seed: int = 0,
                  sweeps: int | None = None):
         super().__init__(name, budget, console)
@@ -43,10 +46,25 @@ class CoordinateAscent(Method):
             return [v for v in component.candidate_values() if v != current]
         return [d.text for d in fixed_drafts(component, current or "")]
 
+    def estimate(self, pipeline, splits, conditions: Conditions) -> Estimate:
+        """The opening validation pass, then each sweep's candidates, each a re-run of the changed component and
+        what follows it on validation. `sweeps=null` ends on a sweep that changes nothing: planned as two."""
+        view, est = with_global_choices(pipeline), Estimate()
+        system, n_val, config = view.system, len(splits.val), view.system.default_config()
+        sweeps = self.sweeps if self.sweeps is not None else 2
+        if self.sweeps is None:
+            est.assume("coordinate_ascent's sweeps=null is planned as 2 sweeps (one that changes something, one that "
+                       "changes nothing), each with the initial configuration's candidates")
+        full_runs(system, n_val, est.phases["validation"])
+        for name in self.targets(view):
+            tried = len(self.candidates(system.components[name], config[name]))
+            scaled(lambda p, n=name: rerun_counts(system, n, n_val, config, p), sweeps * tried, est.phases["validation"])
+        return est
+
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         view = with_global_choices(pipeline)
         system, val, vctx = view.system, list(splits.val), ctx.replace(phase="validation")
-        names = [n for n in system.order if system.components[n].kind in SEARCHED]
+        names = self.fit(view)
         skipped = {n: c.kind.value for n, c in system.components.items() if c.kind is ConfigKind.WEIGHTS}
         config, history, rng = system.default_config(), [], np.random.default_rng(self.seed)
         extras = {"searched": names, "left_unchanged": skipped, "sweeps_done": 0, "evaluated": 0, "converged": False}

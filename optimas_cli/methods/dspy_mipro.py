@@ -65,6 +65,7 @@ from dspy.utils.exceptions import AdapterParseError
 from optimas_cli.errors import UserError
 from optimas_cli.lrf.text import format_value
 from optimas_cli.methods.base import Method, MethodOutcome
+from optimas_cli.methods.cost import Conditions, Estimate, full_runs, rerun_counts, scaled
 from optimas_cli.methods.scorers import input_key
 from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.optim.prompt import resolve_proposer
@@ -393,6 +394,7 @@ def dspy_logs_to_run_log():
 
 
 class DSPyMIPRO(Method):
+    optimizes = frozenset({ConfigKind.PROMPT})
     """MIPROv2 with auto=None: `num_candidates` instructions (the first is the original, so the default
     budget adds budget.num_candidates new ones; `proposer` mixed or pool adds the pipeline's pool) and
     as many demo sets per predictor, `num_trials` Bayesian-optimization trials (default
@@ -424,10 +426,7 @@ class DSPyMIPRO(Method):
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         system = pipeline.system
-        prompt_names = [n for n in system.order if system.components[n].kind is ConfigKind.PROMPT]
-        if not prompt_names:
-            raise UserError(f"dspy optimizes prompt components, and pipeline {pipeline.name!r} has none",
-                            "use a method that optimizes its components' kinds (optimas, llmselector, ...)")
+        prompt_names = self.fit(pipeline)
         if self.num_candidates < 2:
             raise UserError(f"dspy: num_candidates={self.num_candidates} leaves MIPROv2 only the original instruction",
                             "set method.num_candidates >= 2")
@@ -489,6 +488,21 @@ class DSPyMIPRO(Method):
 
     def prompt_proposer(self, pipeline, ctx) -> str:
         return resolve_proposer(self.proposer, None, ctx)
+
+    def estimate(self, pipeline, splits, conditions: Conditions) -> Estimate:
+        """Demo bootstrapping on training examples, the proposer's instructions, then the default program and
+        `num_trials` trials on validation, each re-running the prompt components and what follows them."""
+        system, est = pipeline.system, Estimate()
+        names, n_val, config = self.targets(pipeline), len(splits.val), system.default_config()
+        bootstrapped = min(len(splits.train), self.num_candidates * self.demos["max_bootstrapped_demos"])
+        est.assume(f"dspy bootstraps its demos from {bootstrapped} training runs and each of its {self.num_trials} "
+                   "trials re-runs every prompt component (an upper bound: MIPROv2 reuses unchanged steps)")
+        full_runs(system, bootstrapped, est.phases["local_optimization"])
+        est.phases["local_optimization"].calls[PROPOSER_TAG] += self.num_candidates * len(names)
+        evaluated = min(self.minibatch_size, n_val) if self.minibatch else n_val
+        full_runs(system, n_val, est.phases["validation"])
+        scaled(lambda p: rerun_counts(system, names, evaluated, config, p), self.num_trials, est.phases["validation"])
+        return est
 
     def _num_trials(self, components: int, val_size: int, ctx) -> int:
         """`num_trials`, else budget.iterations; in a matched-cost run, as many trials as the run cap pays

@@ -36,7 +36,8 @@ import gepa
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
-from optimas_cli.methods.gepa_adapter import CapReached, RunReflectionLM, SystemAdapter
+from optimas_cli.methods.cost import Conditions, Estimate, full_runs
+from optimas_cli.methods.gepa_adapter import REFLECTION_TAG, CapReached, RunReflectionLM, SystemAdapter
 from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.progress import phase
 from optimas_cli.system import ConfigKind, SystemConfig
@@ -114,6 +115,7 @@ class HistoryRecorder:
 
 
 class GEPA(Method):
+    optimizes = frozenset({ConfigKind.PROMPT})
     """gepa.optimize with GEPA's defaults (Pareto candidate selection, round-robin components,
     minibatches of `reflection_minibatch_size`), seeded; `max_metric_calls` null: from the run cap, else
     budget.iterations (module docstring)."""
@@ -132,6 +134,17 @@ class GEPA(Method):
     def prompt_proposer(self, pipeline, ctx) -> str:
         return "lm"
 
+    def estimate(self, pipeline, splits, conditions: Conditions) -> Estimate:
+        """GEPA's metric calls, each one example through the system, and a reflection per proposal."""
+        est, n_val = Estimate(), len(splits.val)
+        calls = (self.max_metric_calls if self.max_metric_calls is not None
+                 else n_val + self.budget.iterations * (2 * self.minibatch_size + n_val))
+        est.assume(f"gepa spends its {calls} metric calls, each a whole run of one example (an upper bound: a cached "
+                   "parent makes one cheaper)")
+        full_runs(pipeline.system, calls, est.phases["local_optimization"])
+        est.phases["local_optimization"].calls[REFLECTION_TAG] += self.budget.iterations
+        return est
+
     def metric_calls(self, components: int, val_size: int, ctx) -> tuple[int | None, bool]:
         """GEPA's max_metric_calls, and whether the run cap (not that count) is meant to end the search."""
         if self.max_metric_calls is not None:
@@ -142,10 +155,7 @@ class GEPA(Method):
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         system = pipeline.system
-        prompt_names = [n for n in system.order if system.components[n].kind is ConfigKind.PROMPT]
-        if not prompt_names:
-            raise UserError(f"gepa optimizes prompt components, and pipeline {pipeline.name!r} has none",
-                            "use a method that optimizes its components' kinds (optimas, llmselector, tpe, ...)")
+        prompt_names = self.fit(pipeline)
         if ctx.lm is None:
             raise UserError("gepa's reflection needs an LM, but this run has none configured", "set lm=local (or another)")
         initial = system.default_config()

@@ -14,24 +14,24 @@
   feedback GEPA's reflection reads: the metric value the pipeline's final output got and the expected
   result (the example's gold fields).
 - `RunReflectionLM` is GEPA's `reflection_lm` callable, served by the run's LM client (cached, counted
-  in the usage ledger under "gepa.reflection").
+  in the usage ledger under "gepa.reflection"); its home is optim/prompt_reflection.py, which Algorithm 1's
+  `gepa` prompt proposer shares, and it is re-exported here for methods/gepa.py.
 """
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gepa import EvaluationBatch
 
-from optimas_cli.lm.types import LMRequest
 from optimas_cli.lrf.text import format_value
 from optimas_cli.methods.scorers import input_key
+from optimas_cli.optim.prompt_reflection import REFLECTION_TAG as REFLECTION_TAG  # re-exported
+from optimas_cli.optim.prompt_reflection import RunReflectionLM as RunReflectionLM  # re-exported
 from optimas_cli.system import Pipeline, RunContext, Splits, SystemConfig, Trajectory
 from optimas_cli.system.caps import cap_reached
 from optimas_cli.system.evaluate import rewards
 
-REFLECTION_TAG = "gepa.reflection"
 FIELD_CHARS = 600  # each field in the reflective dataset is cut to this many characters
 PHASES = {"train": "local_optimization", "val": "validation"}
 
@@ -46,34 +46,6 @@ class Example:
 
     split: str
     index: int
-
-
-class RunReflectionLM:
-    """GEPA's reflection LM (`prompt -> text`, and `batch_complete` for a batched reflection), served
-    by the run's LM client. Each call gets its own sample index, so two identical reflection prompts
-    at temperature > 0 are two samples, seeded by the run's seed."""
-
-    def __init__(self, ctx: RunContext, max_tokens: int, temperature: float):
-        self.ctx, self.max_tokens, self.temperature = ctx, int(max_tokens), float(temperature)
-        self.calls = 0
-        self.error: BaseException | None = None  # GEPA logs a failed reflection and goes on; the method re-raises it
-        self._lock = threading.Lock()
-
-    def __call__(self, prompt: str | list[dict]) -> str:
-        return self.batch_complete([[{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt])[0]
-
-    def batch_complete(self, messages_list: list[list[dict]]) -> list[str]:
-        with self._lock:
-            first = self.calls
-            self.calls += len(messages_list)
-        requests = [LMRequest(messages=m, temperature=self.temperature, max_tokens=self.max_tokens, seed=self.ctx.seed,
-                              sample_index=self.ctx.sample_index + first + i) for i, m in enumerate(messages_list)]
-        try:
-            responses = self.ctx.lm.complete(requests, component=REFLECTION_TAG, phase=self.ctx.phase)
-        except Exception as error:
-            self.error = self.error or error
-            raise
-        return [r.texts[0] for r in responses]
 
 
 def _cut(value) -> str:

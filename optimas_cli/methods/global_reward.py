@@ -24,7 +24,8 @@ from collections.abc import Mapping
 
 from rich.console import Console
 
-from optimas_cli.methods.base import Method, MethodOutcome
+from optimas_cli.methods.base import EVERY_KIND, Method, MethodOutcome
+from optimas_cli.methods.cost import FIRST_ACCEPTED, Conditions, Estimate, loop, loop_shape, search_size
 from optimas_cli.methods.scorers import GlobalRewardScorer, RandomScorer
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
 from optimas_cli.optim.prompt import loop_proposer
@@ -56,6 +57,8 @@ class ScoredLoopBaseline(Method):
     """Algorithm 1 without Stage 1/2: the loop runs on whatever `make_scorer` returns."""
 
     label = "scored loop"
+    optimizes = EVERY_KIND
+    downstream_rollouts = 0  # runs of the rest of the system per scored output (the global reward's scorer)
 
     def __init__(self, name: str, budget: Budget, console: Console | None = None, scheduler: str = "uniform",
                  optimizer: Mapping | None = None, seed: int = 0, gate: str = "strict", gate_alpha: float = 0.1,
@@ -71,18 +74,23 @@ class ScoredLoopBaseline(Method):
     def prompt_proposer(self, pipeline, ctx):
         return loop_proposer(pipeline, self.optimizer, self.optimizer_lm, ctx)
 
-    def components(self, pipeline: Pipeline) -> list[str] | None:
-        """The components the loop may pick (None: every optimizable one)."""
-        return None
+    def estimate(self, pipeline, splits, conditions: Conditions) -> Estimate:
+        """Algorithm 1 on the scorer, per-instance choices as global ones; no Stage 1 or 2."""
+        view, est = with_global_choices(pipeline), Estimate()
+        est.assume(FIRST_ACCEPTED)
+        shape = loop_shape(self.targets(view), self.scheduler, self.budget, self.optimizer, self.downstream_rollouts)
+        est.facts["accepted_updates"] = loop(view.system, splits, search_size(self.budget, splits),
+                                             self.budget.iterations, shape, est.phases)
+        return est
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         view = with_global_choices(pipeline)
+        names = self.fit(view)
         scorer, extras = self.make_scorer(view, splits, ctx, folder)
         settings = LoopSettings.from_budget(self.budget, self.scheduler, self.optimizer, self.seed,
                                             str(folder.file("adapters")), self.gate, self.gate_alpha, self.optimizer_lm)
-        names = self.components(view)
         loop = OptimasLoop(view, splits.train, splits.val, ctx, scorer, settings, folder, adapt=None,
-                           on_iteration=self.print_iteration, schedulable=None if names is None else lambda: names)
+                           on_iteration=self.print_iteration, schedulable=lambda: names)
         self.console.print(f"[bold]Algorithm 1 ({self.label})[/] · {settings.length(ctx.caps)}, "
                            f"scheduler {self.scheduler}")
         config, history = loop.run_within_caps()
@@ -98,7 +106,7 @@ class GlobalReward(ScoredLoopBaseline):
                  scheduler: str = "uniform", optimizer: Mapping | None = None, seed: int = 0, rollouts: int = 1,
                  gate: str = "strict", gate_alpha: float = 0.1, optimizer_lm: str | None = None):
         super().__init__(name, budget, console, scheduler, optimizer, seed, gate, gate_alpha, optimizer_lm)
-        self.rollouts = int(rollouts)
+        self.rollouts = self.downstream_rollouts = int(rollouts)
 
     def make_scorer(self, pipeline, splits, ctx, folder):
         self._scorer = GlobalRewardScorer(pipeline, ctx.replace(phase="local_optimization"), self.rollouts)

@@ -26,6 +26,7 @@ from rich.console import Console
 
 from optimas_cli.errors import UserError
 from optimas_cli.lm.sampling_check import check_sampling
+from optimas_cli.methods.cost import Conditions, Estimate, full_runs, search_size
 from optimas_cli.methods.global_reward import ScoredLoopBaseline
 from optimas_cli.methods.scorers import ReferenceSimilarityScorer, TextEmbedder
 from optimas_cli.optim.loop import STATE_FILE
@@ -42,6 +43,7 @@ WHY = "HBC clones text outputs toward reference text, which sets no LoRA weights
 
 class HBC(ScoredLoopBaseline):
     label = "behaviour cloning"
+    optimizes = frozenset({ConfigKind.PROMPT})
 
     def __init__(self, budget: Budget, name: str = "hbc", console: Console | None = None, scheduler: str = "uniform",
                  optimizer: Mapping | None = None, seed: int = 0, backbone: str | None = "minilm",
@@ -55,18 +57,19 @@ class HBC(ScoredLoopBaseline):
         self.embedder_cfg = {"backbone": backbone, "device": device, "dtype": dtype, "max_length": max_length}
         self.top_fraction, self.samples, self.temperature = float(top_fraction), int(samples), float(temperature)
 
-    def components(self, pipeline) -> list[str]:
-        return [n for n in pipeline.system.order if pipeline.system.components[n].kind is ConfigKind.PROMPT]
+    def estimate(self, pipeline, splits, conditions: Conditions) -> Estimate:
+        """The loop's, after `samples` unoptimized runs of the search sample (one where nothing can vary)."""
+        est = super().estimate(pipeline, splits, conditions)
+        stochastic = any(c.is_stochastic(self.temperature) for c in pipeline.system.components.values())
+        full_runs(pipeline.system, (self.samples if stochastic else 1) * search_size(self.budget, splits),
+                  est.phases["reference_collection"])
+        return est
 
     def out_of_reach(self, pipeline) -> dict[str, str]:
         return {n: c.kind.value for n, c in pipeline.system.components.items() if c.kind in OUT_OF_REACH}
 
     def make_scorer(self, pipeline, splits, ctx, folder):
         system, unchanged = pipeline.system, self.out_of_reach(pipeline)
-        if not self.components(pipeline):
-            raise UserError(f"hbc optimizes prompt components, and pipeline {pipeline.name!r} has none "
-                            f"({', '.join(f'{n}: {k}' for n, k in unchanged.items()) or 'nothing to optimize'}): {WHY}",
-                            "run optimas, global_reward or a weights method (sysdpo, reinforce) on it")
         if unchanged:
             self.console.print(f"[bold]hbc[/] leaves {', '.join(f'{n} ({k})' for n, k in unchanged.items())} "
                                f"unchanged: {WHY}")
@@ -97,6 +100,6 @@ class HBC(ScoredLoopBaseline):
         summary.update(scorer="cosine similarity to the same example's best sampled run's output",
                        embedder=self.embedder_cfg["backbone"] or "minilm",
                        top_fraction=self.top_fraction, temperature=self.temperature,
-                       optimized=self.components(pipeline), left_unchanged=unchanged,
+                       optimized=self.targets(pipeline), left_unchanged=unchanged,
                        left_unchanged_why=WHY if unchanged else None)
         return scorer, summary

@@ -35,6 +35,7 @@ from rich.console import Console
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import MethodOutcome
+from optimas_cli.methods.cost import WEIGHTS_SAMPLE, Estimate, PhaseCount, full_runs, rerun_counts, scaled
 from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.optim.node_policies import NodePolicies, NodeSegments, Segment, shared_base_model
 from optimas_cli.optim.rollouts import Rollout
@@ -82,18 +83,34 @@ class JointSettings:
 
 
 def trainable_nodes(pipeline: Pipeline, method: str) -> list[str]:
-    """The weights-kind components, in execution order; each must follow the weights contract."""
+    """The weights-kind components, in execution order (Method.fit refused a pipeline without one); each must
+    follow the weights contract."""
     system = pipeline.system
     nodes = [n for n in system.order if system.components[n].kind is ConfigKind.WEIGHTS]
-    if not nodes:
-        raise UserError(f"{method} trains LoRA weights, but pipeline {pipeline.name!r} has no weights component",
-                        "use a pipeline with local-model components (amazon, collab_chain)")
     for name in nodes:
         missing = [m for m in (*CONTRACT, "base_model_path") if not callable(getattr(system.components[name], m, None))]
         if missing:
             raise UserError(f"weights component {name!r} lacks {', '.join(missing)}",
                             "implement the contract in optimas_cli/optim/weights.py")
     return nodes
+
+
+def joint_estimate(pipeline: Pipeline, splits: Splits, budget: Budget, rollouts: Callable[[PhaseCount, int], None],
+                   trained_per_iteration: float) -> Estimate:
+    """optimize_jointly's work: the opening validation pass, then per iteration the rollouts of a training batch
+    (`rollouts(phase, inputs)` counts them), the update on `trained_per_iteration` completions, and the
+    trainable roots and what follows them on validation. budget.iterations iterations (a matched-cost run
+    iterates until its cap: flows/plan.py plans that from the reference's spend)."""
+    system, est, config = pipeline.system, Estimate(), pipeline.system.default_config()
+    nodes = [n for n in system.order if system.components[n].kind is ConfigKind.WEIGHTS]
+    roots = [n for n in nodes if not any(n in system.downstream(m) for m in nodes if m != n)]
+    batch, n_val, opt = min(budget.search_size, len(splits.train)), len(splits.val), est.phases["local_optimization"]
+    est.assume("every iteration trains the adapters and validates them")
+    full_runs(system, n_val, est.phases["validation"])
+    scaled(lambda p: rollouts(p, batch), budget.iterations, opt)
+    opt.work[WEIGHTS_SAMPLE] += budget.iterations * trained_per_iteration
+    scaled(lambda p: rerun_counts(system, roots, n_val, config, p), budget.iterations, est.phases["validation"])
+    return est
 
 
 def node_segments(policies: NodePolicies, rollout: Rollout) -> NodeSegments:

@@ -26,6 +26,7 @@ import statistics
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
+from optimas_cli.methods.cost import Conditions, Estimate, full_runs, rerun_counts, scaled
 from optimas_cli.methods.scorers import input_key
 from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.progress import track
@@ -55,17 +56,13 @@ def model_components(pipeline: Pipeline, names=None) -> list[str]:
                 f"name choice components of {list(system.components)} in method.components",
             )
         return [n for n in system.order if n in names]
-    found = [n for n in system.order if is_model_choice(system.components[n])]
-    if not found:
-        raise UserError(
-            f"llmselector allocates models to model-choice components, and pipeline {pipeline.name!r} has none",
-            f"use it on a pipeline with model selectors ({APPLIES_TO}), or name choice components in "
-            "method.components",
-        )
-    return found
+    return [n for n in system.order if is_model_choice(system.components[n])]
 
 
 class LLMSelector(Method):
+    optimizes = frozenset({ConfigKind.CHOICE})
+    targets_are = f"model-choice (a choice whose one output names a model: {APPLIES_TO}; or method.components')"
+
     def __init__(self, budget: Budget, name: str = "llmselector", console=None, components=None,
                  rounds: int | None = None, sample_size: int | None = None):
         super().__init__(name, budget, console)
@@ -75,9 +72,27 @@ class LLMSelector(Method):
         self.until_cap = rounds is None and bool(budget.max_runs_from)
         self.sample_size = int(sample_size if sample_size is not None else budget.search_size)
 
+    def targets(self, pipeline: Pipeline) -> list[str]:
+        return model_components(pipeline, self.components)
+
+    def estimate(self, pipeline, splits, conditions: Conditions) -> Estimate:
+        """The allocation's sample run, then every round of the greedy search trying each other model of each
+        component (an upper bound: a round that changes nothing ends it, and no allocation is measured twice)."""
+        system, est = pipeline.system, Estimate()
+        est.assume(f"llmselector runs all {self.rounds} rounds of its greedy search, each model of each component "
+                   "measured once per round (an upper bound: a round that changes nothing ends the search)")
+        sample, config, phase = min(self.sample_size, len(splits.train)), system.default_config(), \
+            est.phases["local_optimization"]
+        full_runs(system, sample, phase)
+        for name in self.targets(pipeline):
+            others = len(system.components[name].candidate_values()) - 1
+            scaled(lambda p, n=name: rerun_counts(system, n, sample, config, p), self.rounds * others, phase)
+        est.validated_final = False  # it estimates on a training sample, never on validation
+        return est
+
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         system = pipeline.system
-        names = model_components(pipeline, self.components)
+        names = self.fit(pipeline)
         sample = list(splits.train[: self.sample_size])
         octx = ctx.replace(phase="local_optimization")
         measured: dict[str, float] = {}

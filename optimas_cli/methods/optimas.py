@@ -7,19 +7,35 @@ from collections.abc import Mapping
 from rich.console import Console
 
 from optimas_cli.errors import UserError
-from optimas_cli.lrf.collect import optimizable_components
+from optimas_cli.lrf.collect import expected_collection, optimizable_components
 from optimas_cli.lrf.oracle import OracleLRF, is_oracle
 from optimas_cli.lrf.stage import (
     LRF_DIR,
+    SIZE_FILE,
     Stage2,
     collect_initial_pairs,
     make_buffer,
     no_pairs_report,
     train_initial_lrf,
 )
-from optimas_cli.methods.base import Method, MethodOutcome
+from optimas_cli.methods.base import EVERY_KIND, Method, MethodOutcome
+from optimas_cli.methods.cost import (
+    ALL_PAIRED,
+    FIRST_ACCEPTED,
+    LRF_STEP,
+    Conditions,
+    Estimate,
+    lazy_adaptation,
+    loop,
+    loop_shape,
+    rerun_counts,
+    scaled,
+    search_size,
+    stage1,
+)
 from optimas_cli.optim.loop import LoopSettings, OptimasLoop
 from optimas_cli.optim.prompt import loop_proposer
+from optimas_cli.system import ConfigKind
 from optimas_cli.system.budget import Budget
 
 log = logging.getLogger("optimas")
@@ -36,6 +52,8 @@ class Optimas(Method):
     from: the budget's training split (default, so a run never reads more training data than its
     budget says) or the loader's training rows beyond it.
     """
+
+    optimizes = EVERY_KIND
 
     def __init__(self, budget: Budget, lrf: Mapping, name: str = "optimas", console: Console | None = None,
                  scheduler: str = "uniform", adaptation: str = "lazy", optimizer: Mapping | None = None, seed: int = 0,
@@ -86,8 +104,53 @@ class Optimas(Method):
             console.print(f"  no training pairs for {', '.join(unpaired)}: {what}")
         console.print(f"[bold]Algorithm 1[/] · {settings.length(ctx.caps)}, scheduler {self.scheduler}")
         config, history = loop.run_within_caps()
-        return MethodOutcome(config=config, lrf=lrf, history=history,
-                             extras={"lrf": report, "adaptations": adapt.adaptations})
+        extras = {"lrf": report, "adaptations": adapt.adaptations}
+        if (size := folder.read_json(SIZE_FILE)) is not None:  # Stage 1 sized by the run cap (lrf/sizing.py)
+            extras["stage1_size"] = size
+        return MethodOutcome(config=config, lrf=lrf, history=history, extras=extras)
+
+    def estimate(self, pipeline, splits, conditions: Conditions) -> Estimate:
+        """Stage 1, then Algorithm 1 (methods/cost.loop) with Stage 2 as method.adaptation says: paper adapts every
+        r_k after each accepted update (planned under FIRST_ACCEPTED); lazy refreshes the picked component's r_k when
+        an accepted update in its context came after its pairs, which no plan can know either, so it is planned at
+        the most lazy can spend (an upper bound, said so); none adapts nothing. lrf=oracle has no Stage 1 or 2."""
+        system, budget, est = pipeline.system, self.budget, Estimate()
+        est.assume(FIRST_ACCEPTED)
+        if is_oracle(self.lrf_cfg):
+            OracleLRF(pipeline)  # a pipeline without an exact model of itself is refused, as the run refuses it
+            adaptation = "none"
+        else:
+            est.facts.update(stage1(system, len(splits.train), self.lrf_cfg, conditions.lm_temperature, est.phases,
+                                    conditions.pair_share, max_runs=budget.max_runs))
+            adaptation = self.adaptation
+            est.assume(ALL_PAIRED)
+        search, n_val, config = search_size(budget, splits), len(splits.val), system.default_config()
+        fresh = min(int(budget.fresh_size), len(self._fresh_pool(pipeline, splits)))
+        collect = self.lrf_cfg.get("collect") or {}
+
+        def paper_stage2(name: str, weight: float, phases) -> None:
+            """adaptation=paper: every r_k on fresh pairs after the acceptance; adapted routes re-validated."""
+            scaled(lambda p: expected_collection(system, config, fresh, collect, p, conditions.lm_temperature), weight,
+                   phases["adaptation"])
+            comp = system.components[name]
+            if comp.kind is ConfigKind.CHOICE and comp.per_instance:
+                scaled(lambda p: rerun_counts(system, name, n_val, config, p), weight, phases["validation"])
+                scaled(lambda p: rerun_counts(system, name, search, config, p), weight, phases["search_sample"])
+
+        picks = self.targets(pipeline)
+        shape = loop_shape(picks, self.scheduler, budget, self.optimizer)
+        accepted = loop(system, splits, search, budget.iterations, shape, est.phases,
+                        paper_stage2 if adaptation == "paper" else None, collected=not is_oracle(self.lrf_cfg))
+        adaptations = accepted if adaptation == "paper" else 0.0
+        if adaptation == "lazy":
+            adaptations, bound = lazy_adaptation(pipeline, picks, budget.iterations, self.scheduler, fresh, collect,
+                                                 conditions.lm_temperature, self.lrf_cfg.get("train_backbone") == "heads",
+                                                 n_val, search, est.phases)
+            if bound:
+                est.facts["adaptation_bound"] = bound
+        est.phases["adaptation"].work[LRF_STEP] += int((self.lrf_cfg.get("train") or {}).get("stage2_steps", 10)) * adaptations
+        est.facts["accepted_updates"] = accepted
+        return est
 
     def _with_oracle(self, pipeline, splits, ctx, folder, settings) -> MethodOutcome:
         """lrf=oracle (lrf/oracle.py): the same loop on the pipeline's exact local reward; no Stage 1 or 2."""

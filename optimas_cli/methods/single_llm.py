@@ -7,10 +7,21 @@ from optimas_cli.system.evaluate import summarize
 
 
 class SingleLLM(Method):
-    def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
+    def fit(self, pipeline) -> list[str]:
+        """It changes nothing, but needs the pipeline's raw task as one LM call."""
         if pipeline.single_llm is None:
-            raise UserError(f"pipeline {pipeline.name!r} defines no single-LLM task", "choose another method")
+            raise UserError(f"method single_llm needs the pipeline's task as one LM call, and pipeline "
+                            f"{pipeline.name!r} defines no single-LLM task", "choose another method")
+        return []
+
+    def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
+        self.fit(pipeline)
         return MethodOutcome(config=pipeline.system.default_config())
+
+    def evaluation(self, pipeline, n, into) -> None:
+        """One call per example, counted as one system run (as `evaluate` records it)."""
+        into.executions["single_llm"] += n * len(pipeline.system)
+        into.calls["single_llm"] += n
 
     def evaluate(self, pipeline, outcome, examples, ctx, repeats):
         task = pipeline.single_llm

@@ -20,10 +20,17 @@ from collections import defaultdict
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
-from optimas_cli.methods.joint_weights import JointSettings, node_segments, optimize_jointly, trainable_nodes
+from optimas_cli.methods.cost import Conditions, Estimate, PhaseCount
+from optimas_cli.methods.joint_weights import (
+    JointSettings,
+    joint_estimate,
+    node_segments,
+    optimize_jointly,
+    trainable_nodes,
+)
 from optimas_cli.optim.rollouts import Branching, distinct_candidate_rates, sample_rollouts
 from optimas_cli.optim.sysdpo import SysDPOTrainer, direct_pairs, sampling_pairs
-from optimas_cli.system import CompoundSystem
+from optimas_cli.system import CompoundSystem, ConfigKind
 from optimas_cli.system.budget import Budget
 
 VARIANTS = ("sampling", "direct")
@@ -37,6 +44,8 @@ def final_output_node(system: CompoundSystem, trainable: list[str]) -> str | Non
 
 
 class SysDPO(Method):
+    optimizes = frozenset({ConfigKind.WEIGHTS})
+
     def __init__(self, budget: Budget, name: str = "sysdpo", console=None, seed: int = 0, variant: str = "sampling",
                  sampling: str = "dbs", k: int = 2, beta: float = 0.1, diversity_penalty: float = 20.0,
                  temperature: float = 1.0, steps: int = 4, batch_size: int = 4, learning_rate: float = 1e-4,
@@ -55,8 +64,24 @@ class SysDPO(Method):
         self.beta, self.steps, self.batch_size = float(beta), int(steps), int(batch_size)
         self.learning_rate, self.lora = float(learning_rate), dict(lora or {})
 
+    def estimate(self, pipeline, splits, conditions: Conditions) -> Estimate:
+        """k candidates at each trainable node per partial trajectory, each carried through the rest of the
+        system; `steps` DPO steps of `batch_size` pairs per iteration."""
+        system, k = pipeline.system, self.branching.k
+
+        def rollouts(phase: PhaseCount, inputs: int) -> None:
+            branches = 1
+            for name in system.order:
+                comp = system.components[name]
+                if comp.kind is ConfigKind.WEIGHTS:
+                    branches *= k
+                phase.run(comp, inputs * branches)
+
+        return joint_estimate(pipeline, splits, self.budget, rollouts, self.steps * self.batch_size)
+
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         system = pipeline.system
+        self.fit(pipeline)
         nodes = trainable_nodes(pipeline, self.name)
         final = final_output_node(system, nodes)
 

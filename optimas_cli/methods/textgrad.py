@@ -64,6 +64,7 @@ from optimas_cli.lm.local.batching import DynamicBatcher
 from optimas_cli.lm.types import LMRequest
 from optimas_cli.lrf.text import format_value
 from optimas_cli.methods.base import Method, MethodOutcome
+from optimas_cli.methods.cost import Conditions, Estimate, full_runs, rerun_counts, scaled
 from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.progress import track
 from optimas_cli.system import ConfigKind, Pipeline, RunContext, SystemConfig, Trajectory
@@ -243,6 +244,7 @@ UNPARSED_WARNING_STEP = 3  # the step after which a run whose every rewrite lack
 
 
 class TextGrad(Method):
+    optimizes = frozenset({ConfigKind.PROMPT})
     """`steps` TGD steps (default budget.iterations; in a matched-cost run, as many as the run cap pays
     for) on minibatches of `batch_size` training examples."""
 
@@ -258,10 +260,7 @@ class TextGrad(Method):
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         system = pipeline.system
-        prompt_names = [n for n in system.order if system.components[n].kind is ConfigKind.PROMPT]
-        if not prompt_names:
-            raise UserError(f"textgrad optimizes prompt components, and pipeline {pipeline.name!r} has none",
-                            "use a method that optimizes its components' kinds (optimas, llmselector, ...)")
+        prompt_names = self.fit(pipeline)
         octx, vctx = ctx.replace(phase="local_optimization"), ctx.replace(phase="validation")
         engines = {role: RunLMEngine(octx, f"textgrad.{role}", self.max_tokens, self.temperature)
                    for role in ("loss", "backward", "optimizer")}
@@ -393,6 +392,21 @@ class TextGrad(Method):
 
     def prompt_proposer(self, pipeline, ctx) -> str:
         return "lm"
+
+    def estimate(self, pipeline, splits, conditions: Conditions) -> Estimate:
+        """Per step: the forward pass on a training minibatch, a critique per example, feedback per component and
+        example, a rewrite per instruction, then the changed instructions on validation."""
+        system, est = pipeline.system, Estimate()
+        names, n_val, config = self.targets(pipeline), len(splits.val), system.default_config()
+        batch, opt = min(self.batch_size, len(splits.train)), est.phases["local_optimization"]
+        est.assume(f"each of textgrad's {self.steps} steps rewrites every instruction and validates the rewrite")
+        scaled(lambda p: full_runs(system, batch, p), self.steps, opt)
+        opt.calls["textgrad.loss"] += self.steps * batch
+        opt.calls["textgrad.backward"] += self.steps * batch * len(system)
+        opt.calls["textgrad.optimizer"] += self.steps * len(names)
+        full_runs(system, n_val, est.phases["validation"])
+        scaled(lambda p: rerun_counts(system, names, n_val, config, p), self.steps, est.phases["validation"])
+        return est
 
     def _steps(self, ctx) -> int:
         """`steps`, else budget.iterations; in a matched-cost run, as many steps as the run cap pays for

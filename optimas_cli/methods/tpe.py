@@ -40,7 +40,8 @@ from rich.console import Console
 
 from optimas_cli.errors import UserError
 from optimas_cli.methods.base import Method, MethodOutcome
-from optimas_cli.methods.coordinate_ascent import SEARCHED, CoordinateAscent
+from optimas_cli.methods.coordinate_ascent import CoordinateAscent
+from optimas_cli.methods.cost import Conditions, Estimate, full_runs, rerun_counts, scaled
 from optimas_cli.methods.global_reward import with_global_choices
 from optimas_cli.optim.history import HistoryEntry
 from optimas_cli.system import ConfigKind, SystemConfig
@@ -69,15 +70,27 @@ class TPE(Method):
         self.until_cap = trials is None and bool(budget.max_runs_from)
 
     prompt_proposer = CoordinateAscent.prompt_proposer  # the same pool of instructions, no LM
+    optimizes = CoordinateAscent.optimizes
+
+    def estimate(self, pipeline, splits, conditions: Conditions) -> Estimate:
+        """Trial 0 (the initial configuration) on the whole validation split, then `trials` trials, each re-running
+        the searched components and what follows them on every validation minibatch (an upper bound: successive
+        halving prunes a trial after its first minibatches, and a trial changes only the components it draws anew)."""
+        view, est = with_global_choices(pipeline), Estimate()
+        system, n_val, config = view.system, len(splits.val), view.system.default_config()
+        names = self.targets(view)
+        space = math.prod(1 + len(CoordinateAscent.candidates(system.components[n], config[n])) for n in names)
+        trials = min(self.trials, space - 1)
+        est.assume(f"each of tpe's {trials} trials is scored on the whole validation split, none pruned (an upper bound)")
+        full_runs(system, n_val, est.phases["validation"])
+        scaled(lambda p: rerun_counts(system, names, n_val, config, p), trials, est.phases["validation"])
+        return est
 
     def optimize(self, pipeline, splits, ctx, folder) -> MethodOutcome:
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # the console prints each trial once, below
         view = with_global_choices(pipeline)
         system, val, vctx = view.system, list(splits.val), ctx.replace(phase="validation")
-        names = [n for n in system.order if system.components[n].kind in SEARCHED]
-        if not names:
-            raise UserError(f"tpe searches prompt and choice components, and pipeline {pipeline.name!r} has none",
-                            "use a method that optimizes its components' kinds (sysdpo or reinforce for weights)")
+        names = self.fit(view)
         initial = system.default_config()
         space = {n: [initial[n], *CoordinateAscent.candidates(system.components[n], initial[n])] for n in names}
         distributions = {n: CategoricalDistribution(list(range(len(values)))) for n, values in space.items()}

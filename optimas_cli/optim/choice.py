@@ -24,6 +24,14 @@ policy {"route": "lrf"} — at inference `Component.execute` runs every value an
 the output with the highest r_k — so the LRF itself becomes part of the configuration, and the
 loop must keep `ctx.lrf` current. Nothing is executed here; only the gate can judge a policy.
 
+When values are scored (optimizer.choice.route). `post` (above, the paper's) runs a value to score it: a
+global choice runs every value on the search sample, a router every value on every input it routes, the
+options times a run. `pre` scores (input, value) before anything runs, by the value scorer s_k trained from
+the same pairs as r_k (lrf/value_scorer.py): a global choice's value scores mean s_k over the search inputs
+(none of them run), and a router is {"route": "lrf_pre"}, which runs only the value s_k picks per input.
+The default stays `post`: every figure the project reports was measured with it, and `pre` has not been
+compared with it at matched runs (results.json's `routing` gives both routes' accuracy on the simulator).
+
 Settings: optim/settings.py ChoiceSettings (scale=absolute with its default T = 1.0 is the paper's
 plain exp(r_k)).
 """
@@ -34,10 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from optimas_cli.optim import Proposal, make_rng, score_value
+from optimas_cli.errors import UserError
+from optimas_cli.optim.proposal import Proposal, make_rng, score_value
 from optimas_cli.optim.settings import ChoiceSettings, typed
-from optimas_cli.system.component import LRF_ROUTE, Component
+from optimas_cli.system.component import LRF_PRE_ROUTE, LRF_ROUTE, Component
 from optimas_cli.system.context import RunContext
+from optimas_cli.system.local_reward import LocalReward
 
 
 def exp_probabilities(scores: Sequence[float], cfg: ChoiceSettings, current: int | None = None) -> np.ndarray:
@@ -59,27 +69,40 @@ def propose(
     component: Component,
     current_value: Any,
     search_inputs: Sequence[dict],
-    lrf: Any,
+    lrf: LocalReward,
     ctx: RunContext,
     cfg: ChoiceSettings | Mapping | None = None,
     *,
     rng: np.random.Generator | None = None,
 ) -> Proposal:
     cfg = typed(ChoiceSettings, cfg, "optimizer.choice")
+    pre = cfg.route == "pre"
+    if pre and not (hasattr(lrf, "scores_values") and lrf.scores_values(component.name)):
+        raise UserError(f"optimizer.choice.route=pre needs a value scorer for {component.name!r}, and this method's "
+                        f"local reward ({type(lrf).__name__}) has none",
+                        "use method.optimizer.choice.route=post, or a method that trains one (optimas)")
     if component.per_instance:
+        route = LRF_PRE_ROUTE if pre else LRF_ROUTE
         return Proposal(
-            value=dict(LRF_ROUTE),
+            value=dict(route),
             local_score=None,
             baseline_score=None,
-            details={"policy": "argmax r_k per input", "unchanged": current_value == LRF_ROUTE},
+            details={"policy": "argmax s_k(x, v) per input, before running" if pre else "argmax r_k per input",
+                     "unchanged": current_value == route},
         )
 
     values = component.candidate_values()
-    scores = [score_value(component, v, search_inputs, lrf, ctx)[0] for v in values]
+    if pre:  # mean s_k over the search inputs, nothing run
+        table = np.asarray(lrf.score_values(component.name, list(search_inputs), values), dtype=np.float64)
+        scores = table.mean(axis=0).tolist()
+    else:
+        scores = [score_value(component, v, search_inputs, lrf, ctx)[0] for v in values]
     # Values may be unhashable (aggregator weight lists), so find the current one by equality.
     current = next((i for i, v in enumerate(values) if v == current_value), None)
     if current is not None:
         baseline = scores[current]
+    elif pre:  # a starting value outside the declared set: the value scorer knows only the declared ones
+        baseline = None
     else:  # a starting value outside the declared set (e.g. a hand-set default): score it too
         baseline = score_value(component, current_value, search_inputs, lrf, ctx)[0]
         if cfg.scale == "relative":  # it is among the values drawn: kept when nothing scores as well
@@ -98,6 +121,7 @@ def propose(
             "current_index": current,
             "scale": cfg.scale,
             "temperature": cfg.temperature,
+            "route": cfg.route,
             "unchanged": picked == current,  # the loop then keeps the current value without validating
         },
     )

@@ -14,7 +14,7 @@ import itertools
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +25,11 @@ from optimas_cli.errors import UserError
 from optimas_cli.optim import optimize_component
 from optimas_cli.optim.gate import ValidationGate
 from optimas_cli.optim.history import HistoryEntry
+from optimas_cli.optim.race import Evaluated, example_runs, race, ranked_candidates
 from optimas_cli.optim.scheduler import ComponentScheduler
-from optimas_cli.optim.settings import ChoiceSettings, WeightsSettings, typed
+from optimas_cli.optim.settings import ChoiceSettings, RaceSettings, WeightsSettings, typed
 from optimas_cli.progress import phase
-from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory, route_of
+from optimas_cli.system import Pipeline, RunContext, SystemConfig, Trajectory, routes_by_lrf
 from optimas_cli.system.budget import Budget
 from optimas_cli.system.caps import (
     BudgetExhausted,
@@ -41,11 +42,12 @@ from optimas_cli.system.caps import (
 )
 from optimas_cli.system.evaluate import rewards
 from optimas_cli.system.ledger import SEARCH_SAMPLE_PHASE
+from optimas_cli.system.local_reward import LocalReward
 from optimas_cli.system.run_folder import RunFolder, adapters_found_in, uncounted
 
 log = logging.getLogger("optimas")
 STATE_FILE = "loop_state.json"
-OPTIMIZER_SECTIONS = ("prompt", "choice", "weights")
+OPTIMIZER_SECTIONS = ("prompt", "choice", "weights", "race")  # race: optim/race.py, the loop's own
 # Stage 2 (LRF adaptation): lazy refreshes the picked component's r_k when an accepted update upstream or
 # downstream of it came after its pairs; paper adapts every r_k after every accepted update; none never adapts.
 ADAPTATION_MODES = ("lazy", "paper", "none")
@@ -83,8 +85,10 @@ class LoopSettings:
             prompt.setdefault("lm", optimizer_lm)
         opt.setdefault("weights", {}).setdefault("work_dir", work_dir)
         opt.setdefault("choice", {})
+        race = opt.pop("race", {})
         for section in opt.values():
             section.setdefault("seed", seed)
+        opt["race"] = typed(RaceSettings, race, "optimizer.race")
         # Checked now, so a mistyped key fails at start-up rather than at the first iteration of its kind.
         opt["choice"] = typed(ChoiceSettings, opt["choice"], "optimizer.choice")
         opt["weights"] = typed(WeightsSettings, opt["weights"], "optimizer.weights")
@@ -133,6 +137,17 @@ def routes_changed(entry: HistoryEntry) -> bool:
     return (entry.details.get("adaptation") or {}).get("routes") == "kept"
 
 
+def race_contradicted(history: Sequence[HistoryEntry], name: str) -> bool:
+    """Whether the last race of `name` was won by another candidate than the one its r_k ranked first, with no
+    refresh of its r_k since (optim/race.py): what makes lazy adaptation re-collect its pairs."""
+    for entry in reversed(history):  # within an entry the race follows its adaptation
+        if entry.component == name and "contradicts_lrf" in entry.details.get("race", {}):
+            return bool(entry.details["race"]["contradicts_lrf"])
+        if name in (entry.details.get("adaptation") or {}).get("components", []):
+            return False
+    return False
+
+
 def accepted_versions(history: Sequence[HistoryEntry]) -> dict[str, int]:
     """Each component's configuration version: the accepted updates of it so far."""
     return dict(Counter(e.component for e in history if e.accepted and isinstance(e.component, str)))
@@ -165,7 +180,7 @@ class OptimasLoop:
         train: Sequence[dict],
         val: Sequence[dict],
         ctx: RunContext,
-        lrf: Any,
+        lrf: LocalReward,
         settings: LoopSettings,
         folder: RunFolder,
         adapt: Any = None,
@@ -181,6 +196,7 @@ class OptimasLoop:
         self.adapt, self.save_lrf, self.on_iteration = adapt, save_lrf, on_iteration
         optimizable = [n for n in self.system.order if self.system.components[n].kind.value != "none"]
         self.scheduler = ComponentScheduler(optimizable, settings.scheduler)
+        self.race = typed(RaceSettings, (settings.optimizer or {}).get("race"), "optimizer.race")
         self.gate = ValidationGate(settings.gate, settings.gate_alpha, seed=settings.seed)
         if settings.adaptation not in ADAPTATION_MODES:
             raise UserError(f"unknown method.adaptation {settings.adaptation!r}", f"use one of {', '.join(ADAPTATION_MODES)}")
@@ -280,8 +296,8 @@ class OptimasLoop:
             behind = [n for n in self.system.order if config[n] != searched[n]]
             catch_up = self.system.rerun_cost(behind, len(search), config) if behind else 0.0
             own = (catch_up + local_spend_seen(history, name, component.kind.value)
-                   + self.system.rerun_cost(name, len(self.val), config))
-            names, n_fresh, skipped = self._adaptation_due(name, config, accepted_versions(history), own)
+                   + self.system.rerun_cost(name, self._validation_examples(component), config))
+            names, n_fresh, skipped = self._adaptation_due(name, config, history, own)
             if cap_reached(self.ctx, {"max_runs": own + self._adaptation_ahead(config, names, n_fresh)}):
                 break  # not checkpointed: a resume redoes the iteration
             entry = HistoryEntry(iteration=t + 1, component=name, kind=component.kind.value, proposal=None,
@@ -296,6 +312,8 @@ class OptimasLoop:
                 val_trajs, val_scores, search = self._adapt(config, names, n_fresh, history, val_trajs, val_scores,
                                                             search, entry, vctx, sctx)
                 entry.val_before = entry.val_after = sum(val_scores)
+                if name in names and race_contradicted(history, name):
+                    entry.details["adaptation"]["trigger"] = "the last race of this component contradicted its r_k"
             if skipped:  # a lazy refresh cut short (or out) by the run cap
                 entry.details.setdefault("adaptation", {"components": names})["note"] = skipped
             search_inputs = [tr.steps[name]["inputs"] for tr in search if not tr.steps[name]["skipped"]]
@@ -309,6 +327,17 @@ class OptimasLoop:
             entry.details["local_runs"] = round(self.ctx.ledger.equivalent_runs() - local_start, 2)  # this search's spend
             if "held_out" in proposal.details:  # a weights proposal's r_k before/after on held-out search inputs
                 entry.details["held_out"] = proposal.details["held_out"]
+            head = None  # the race winner's validation so far: the gate's pass runs only the rest
+            shortlist = self._shortlist(name, proposal, config, history, entry)
+            if shortlist:
+                with (self.ctx.ledger.timed("validation"), phase(f"iteration {t + 1} · race", lm=self.ctx.lm)):
+                    raced, head = self._race(name, shortlist, config, val_trajs, val_scores, vctx, entry)
+                if raced is None:  # a rung would have crossed the cap; not checkpointed: a resume redoes it
+                    entry.note = f"race stopped: {self.ctx.caps.stopped}"
+                    entry.runs_so_far = round(self.ctx.ledger.equivalent_runs(), 2)
+                    history.append(entry)
+                    break
+                entry.proposal = proposal.value = raced
             earlier = None if routes_changed(entry) else rejected_before(history, name, proposal.value)
             if proposal.value != config[name] and earlier is not None:
                 # The gate's verdict on this candidate against this configuration is already known.
@@ -316,8 +345,10 @@ class OptimasLoop:
                               "not validated again")
             elif proposal.value != config[name]:
                 candidate = config.replace(name, proposal.value)
-                # the validation pass: this component and what follows it, on every validation input
-                if cap_reached(self.ctx, {"max_runs": self.system.rerun_cost(name, len(self.val), candidate)}):
+                # the validation pass: this component and what follows it, on every validation input (those the
+                # race ran it on already are reused)
+                done = len(head.scores) if head is not None else 0
+                if cap_reached(self.ctx, {"max_runs": self.system.rerun_cost(name, len(self.val) - done, candidate)}):
                     # Shown in this run's results with what it spent; not checkpointed: a resume redoes the iteration.
                     entry.note = f"not validated: {self.ctx.caps.stopped}"
                     entry.runs_so_far = round(self.ctx.ledger.equivalent_runs(), 2)
@@ -325,20 +356,23 @@ class OptimasLoop:
                     break
                 with (self.ctx.ledger.timed("validation"), phase(f"iteration {t + 1} · validation", lm=self.ctx.lm),
                       self.ctx.ledger.provisional() as validation_pass):
-                    cand_trajs = self.system.run_from(name, val_trajs, candidate, vctx)
-                    cand_scores = self._validate(cand_trajs)
+                    rest = self.system.run_from(name, val_trajs[done:], candidate, vctx) if done < len(self.val) else []
+                    cand_trajs = (head.trajectories if head else []) + rest
+                    cand_scores = (head.scores if head else []) + (self._validate(rest) if rest else [])
                 entry.val_candidate = sum(cand_scores)
                 decision = self.gate.decide(val_scores, cand_scores)  # strict (the paper) or paired
                 entry.gate = decision.to_dict()
                 if decision.accepted:
                     validation_pass.keep()  # the paper charges accepted updates' validation only
+                    for charge in head.charges if head else []:  # the winner's validation in the race
+                        charge.keep()
                     # Kept whatever room is left: what it makes stale is brought up to date when an iteration needs it.
                     config, val_trajs, val_scores = candidate, cand_trajs, cand_scores
                     entry.accepted, entry.val_after = True, sum(cand_scores)
                 else:
                     entry.note = gate_verdict(decision)
             else:
-                entry.note = "the local optimizer kept the current value"
+                entry.note = f"the {'race' if shortlist else 'local optimizer'} kept the current value"
             entry.runs_so_far = round(self.ctx.ledger.equivalent_runs(), 2)
             idle = idle + 1 if self.ctx.ledger.equivalent_runs() == spent_before else 0
             history.append(entry)
@@ -351,7 +385,46 @@ class OptimasLoop:
         end_as_planned(self.settings.until_cap, self.ctx.caps, "the loop")
         return config, history
 
-    def _adaptation_due(self, name: str, config: SystemConfig, versions: Mapping[str, int],
+    def _validation_examples(self, component) -> int:
+        """Validation examples an iteration on `component` runs at most: one pass, or a race's (optim/race.py)."""
+        if self.race.on and component.kind.value in ("prompt", "choice") and not component.per_instance:
+            return example_runs(self.race.shortlist, len(self.val), self.race)
+        return len(self.val)
+
+    def _shortlist(self, name: str, proposal, config: SystemConfig, history: Sequence[HistoryEntry],
+                   entry: HistoryEntry) -> list:
+        """The candidates to race (optim/race.py), best r_k first: the top `shortlist` of those the local optimizer
+        ranked, less those the gate already rejected against this configuration. Empty: no race."""
+        if not self.race.on:
+            return []
+        ranked = [(v, score) for v, score in ranked_candidates(proposal, config[name])
+                  if v == config[name] or routes_changed(entry) or rejected_before(history, name, v) is None]
+        return ranked[: self.race.shortlist] if len(ranked) >= 2 else []
+
+    def _race(self, name, shortlist, config, val_trajs, val_scores, vctx, entry) -> tuple[Any, Evaluated | None]:
+        """Race the shortlist's (value, r_k) on validation minibatches: (the winner, its validation so far); (None,
+        None) when a rung would cross the run cap. What the race spent and decided goes into the entry."""
+        contenders = [value for value, _ in shortlist]
+        def evaluate(value, lo: int, hi: int) -> Evaluated:
+            with self.ctx.ledger.provisional() as charge:  # charged only if this value is accepted
+                trajs = self.system.run_from(name, val_trajs[lo:hi], config.replace(name, value), vctx)
+                return Evaluated(trajs, self._validate(trajs), [charge])
+
+        def fits(value, n: int) -> bool:
+            return not cap_reached(self.ctx, {"max_runs": self.system.rerun_cost(name, n, config.replace(name, value))})
+
+        start = self.ctx.ledger.equivalent_runs()
+        result = race(contenders, config[name], val_scores, len(self.val), self.race, evaluate, fits)
+        entry.details["race"] = {"contenders": len(contenders), "rungs": result.rungs,
+                                 "runs": round(self.ctx.ledger.equivalent_runs() - start, 4)}
+        if result.stopped:
+            return None, None
+        rank = contenders.index(result.winner)
+        entry.details["race"].update(winner_lrf_rank=rank, contradicts_lrf=result.contradicts_lrf)
+        entry.local_score = shortlist[rank][1]
+        return result.winner, result.head
+
+    def _adaptation_due(self, name: str, config: SystemConfig, history: Sequence[HistoryEntry],
                         own: float) -> tuple[list[str], int, str]:
         """(the components whose r_k is adapted before `name` is optimized, on how many fresh inputs, why fewer
         than budget.fresh_size or none). paper: every one, once an accepted update came after their pairs (a
@@ -360,11 +433,13 @@ class OptimasLoop:
         own work (`own`): a refresh never crowds out the optimization it prepares."""
         if self.adapt is None:
             return [], 0, ""
-        n = self.adapt.fresh_size
+        versions, n = accepted_versions(history), self.adapt.fresh_size
         if self.settings.adaptation == "paper":
             everything = list(self.scheduler.components)
             return (everything, n, "") if self.adapt.stale(everything, versions, whole_system=True) else ([], 0, "")
         names = self.adapt.stale([name], versions)
+        if not names and race_contradicted(history, name):  # the race overruled r_k: refresh its pairs
+            names = [name]
         left = runs_left(self.ctx)
         if not names or left is None or own + self._adaptation_ahead(config, names, n) <= left:
             return names, (n if names else 0), ""
@@ -387,7 +462,7 @@ class OptimasLoop:
     def _routes_moved(self, config: SystemConfig, names: Sequence[str]) -> list[str]:
         """The per-input LRF routes whose picks adapting `names` can change."""
         moved = self.adapt.scores_changed_by(names)
-        return [n for n in self.system.order if route_of(config[n]) == "lrf" and (moved is None or n in moved)]
+        return [n for n in self.system.order if routes_by_lrf(config[n]) and (moved is None or n in moved)]
 
     def _route_reruns(self, config: SystemConfig, names: Sequence[str]) -> float:
         """The re-runs of those routes on validation and search inputs after an adaptation of `names`."""
@@ -411,7 +486,7 @@ class OptimasLoop:
     def _adapt(self, config, names, n_inputs, history, val_trajs, val_scores, search, entry, vctx, sctx):
         """Stage 2 for `names` before this iteration's local search, under the gate like any other change.
 
-        An adapted LRF changes what per-instance {"route": "lrf"} choices pick, so the routes are
+        An adapted LRF changes what per-instance {"route": "lrf"} and "lrf_pre" choices pick, so the routes are
         re-validated: if the validation total drops, the previous reward model is restored (the
         routes then pick as before); otherwise the new routes stand and the search sample follows them.
         """

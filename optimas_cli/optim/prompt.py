@@ -19,7 +19,9 @@ Where candidates come from (`proposer`): `lm` is the OPRO meta-prompt above; `po
 `num_candidates` a step from what does not depend on the LM's writing (prompt_pool.py: the
 pipeline's alternative instructions and structured edits of the best instruction so far); `mixed`
 scores the pool's draws and the LM's proposals that pass the checks. `auto` (the default) is
-`mixed` when the optimizer LM is an embedded local model and `lm` otherwise. `lm` (a model name,
+`mixed` when the optimizer LM is an embedded local model and `lm` otherwise. `gepa` (Algorithm 1's
+search only, `method.optimizer.prompt.proposer=gepa`) hands the search to GEPA's reflective proposer
+and its Pareto pool over the search inputs, r_k the metric (prompt_gepa.py). `lm` (a model name,
 `method.optimizer_lm` in the configs) sends the optimizer's calls to another model than the task's.
 
 Settings (cfg; Table 7 defaults): proposer auto, lm null (the run's model), num_candidates 3,
@@ -31,24 +33,24 @@ max_chars 2000, seed.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 
 from optimas_cli.errors import UserError
 from optimas_cli.lm.local.registry import is_local
-from optimas_cli.optim import Proposal, make_rng, score_outputs, score_value, setting
 from optimas_cli.optim.prompt_pool import Draft, draw, pool_drafts, worked_example
+from optimas_cli.optim.prompt_view import NO_INSTRUCTION, clipped, lm_request
+from optimas_cli.optim.proposal import Proposal, make_rng, score_outputs, score_value, setting
 from optimas_cli.system.component import Component, ConfigKind
 from optimas_cli.system.context import RunContext
+from optimas_cli.system.local_reward import LocalReward
 
-NO_INSTRUCTION = "(no instruction: the component's built-in behaviour)"
-PROPOSERS = ("auto", "lm", "pool", "mixed")
+SOURCES = ("auto", "lm", "pool", "mixed")  # where instruction candidates come from, for every method that searches them
+PROPOSERS = (*SOURCES, "gepa")  # what Algorithm 1's prompt search takes (optimizer.prompt.proposer)
 
 SYSTEM_MESSAGE = "You improve the instructions of one step of an AI pipeline. You answer with one instruction."
 
@@ -140,18 +142,13 @@ def extract_instruction(
 
 
 # -- the meta-prompt ----------------------------------------------------------------------------
-def _shorten(value: Any, limit: int) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[:limit] + " ..."
-
-
 def _fields(record: dict, limit: int) -> str:
-    return "\n".join(f"  {k}: {_shorten(v, limit)}" for k, v in record.items())
+    return "\n".join(f"  {k}: {clipped(v, limit)}" for k, v in record.items())
 
 
 def shown_values(examples: Sequence[tuple[dict, dict, float]], limit: int) -> list[str]:
     """The example field values the meta-prompt shows, long enough that a verbatim copy is telling."""
-    values = (_shorten(v, limit) for inputs, outputs, _ in examples for v in (*inputs.values(), *outputs.values()))
+    values = (clipped(v, limit) for inputs, outputs, _ in examples for v in (*inputs.values(), *outputs.values()))
     return sorted({v.removesuffix(" ...") for v in values if len(v) >= COPY_MIN_CHARS})
 
 
@@ -189,10 +186,12 @@ def meta_prompt(
 
 
 # -- the search ---------------------------------------------------------------------------------
-def resolve_proposer(proposer: str, optimizer_lm: str | None, ctx: RunContext) -> str:
-    """`auto`: `mixed` for an embedded local optimizer LM (it cannot write good instructions alone), else `lm`."""
-    if proposer not in PROPOSERS:
-        raise UserError(f"unknown prompt proposer {proposer!r}", f"set proposer=... (every method's) to one of {PROPOSERS}")
+def resolve_proposer(proposer: str, optimizer_lm: str | None, ctx: RunContext, choices: Sequence[str] = SOURCES) -> str:
+    """`auto`: `mixed` for an embedded local optimizer LM (it cannot write good instructions alone), else `lm`.
+    `choices`: what the caller's search takes (SOURCES for any method, PROPOSERS for Algorithm 1's)."""
+    if proposer not in choices:
+        where = "method.optimizer.prompt.proposer" if "gepa" in choices else "proposer=... (every method's)"
+        raise UserError(f"unknown prompt proposer {proposer!r}", f"set {where} to one of {', '.join(choices)}")
     if proposer != "auto":
         return proposer
     model = optimizer_lm or getattr(ctx.lm, "model", None)
@@ -205,7 +204,7 @@ def loop_proposer(pipeline, optimizer: Mapping | None, optimizer_lm: str | None,
     if not any(c.kind is ConfigKind.PROMPT for c in pipeline.system.components.values()):
         return None
     prompt = dict((optimizer or {}).get("prompt") or {})
-    return resolve_proposer(str(prompt.get("proposer", "auto")), prompt.get("lm") or optimizer_lm, ctx)
+    return resolve_proposer(str(prompt.get("proposer", "auto")), prompt.get("lm") or optimizer_lm, ctx, PROPOSERS)
 
 
 def sample_proposals(
@@ -250,7 +249,7 @@ def propose(
     component: Component,
     current_value: str | None,
     search_inputs: Sequence[dict],
-    lrf: Any,
+    lrf: LocalReward,
     ctx: RunContext,
     cfg: Mapping | None = None,
     *,
@@ -262,12 +261,13 @@ def propose(
     max_history = int(setting(cfg, "max_history", 20))
     example_chars = int(setting(cfg, "example_chars", 300))
     min_words, max_chars = int(setting(cfg, "min_words", 3)), int(setting(cfg, "max_chars", 2000))
-    request = {"temperature": float(setting(cfg, "temperature", 0.7)), "max_tokens": int(setting(cfg, "max_tokens", 256))}
-    optimizer_lm = setting(cfg, "lm", None)
-    if optimizer_lm:
-        request["model"] = str(optimizer_lm)
-    proposer = resolve_proposer(str(setting(cfg, "proposer", "auto")), optimizer_lm, ctx)
+    request = lm_request(cfg)
+    proposer = resolve_proposer(str(setting(cfg, "proposer", "auto")), request.get("model"), ctx, PROPOSERS)
     rng = make_rng(rng, cfg, ctx)
+    if proposer == "gepa":
+        from optimas_cli.optim.prompt_gepa import propose_with_gepa
+
+        return propose_with_gepa(component, current_value, search_inputs, lrf, ctx, cfg, rng)
 
     baseline, outputs, per_input = score_value(component, current_value, search_inputs, lrf, ctx)
     shown = rng.choice(len(search_inputs), size=min(num_examples, len(search_inputs)), replace=False)

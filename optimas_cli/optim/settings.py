@@ -17,17 +17,23 @@ T = TypeVar("T")
 # The global choice's score scales and each one's default temperature, in its own unit (optim/choice.py
 # says why): relative scores are fractions of the candidates' spread, absolute ones are r_k itself.
 CHOICE_SCALES = {"relative": 0.1, "absolute": 1.0}
+# When a choice is scored (optim/choice.py): post, by r_k of the outputs every value produces (run first);
+# pre, by the value scorer s_k(x, v) before anything runs (lrf/value_scorer.py).
+CHOICE_ROUTES = ("post", "pre")
 
 
 @dataclass
 class ChoiceSettings:
     scale: str = "relative"           # relative | absolute (the paper's plain exp(mean r_k / temperature))
     temperature: float | None = None  # None: the scale's default (CHOICE_SCALES)
+    route: str = "post"               # CHOICE_ROUTES: score values by r_k after running them, or by s_k before
     seed: int | None = None           # used when the loop passes no random generator
 
     def __post_init__(self) -> None:
         if self.scale not in CHOICE_SCALES:
             raise UserError(f"unknown choice scale {self.scale!r}", f"use one of {', '.join(CHOICE_SCALES)}")
+        if self.route not in CHOICE_ROUTES:
+            raise UserError(f"unknown choice route {self.route!r}", f"use one of {', '.join(CHOICE_ROUTES)}")
         if self.temperature is None:
             self.temperature = CHOICE_SCALES[self.scale]
         if not self.temperature > 0:
@@ -57,6 +63,32 @@ class WeightsSettings:
     held_out_fraction: float = 0.25      # the last share of the search inputs GRPO does not train on: r_k
                                          # before/after there says whether the adapter learned (history details)
     seed: int | None = None
+
+
+@dataclass
+class RaceSettings:
+    """Shortlist and race (optim/race.py): the loop races the top `shortlist` candidates the local reward ranks
+    on paired validation minibatches, by successive halving; 0 (the default, which says why) is off."""
+
+    shortlist: int = 0                 # contenders raced; 0 or 1: the local optimizer's pick goes to the gate alone
+    reduction_factor: int = 3          # eta: each rung keeps the best 1/eta of its contenders (optuna's pruner: 4)
+    min_examples: int | None = None    # the first rung's validation examples; None: sized so the last rung before
+                                       # the gate's full pass has 1/eta of the validation set
+
+    def __post_init__(self) -> None:
+        if self.shortlist < 0:
+            raise UserError(f"optimizer.race.shortlist={self.shortlist} is below 0",
+                            "use 0 (off) or the number of candidates to race, e.g. 3")
+        if self.reduction_factor < 2:
+            raise UserError(f"optimizer.race.reduction_factor={self.reduction_factor} keeps every contender",
+                            "use 2 or more (each rung keeps 1/reduction_factor of its contenders)")
+        if self.min_examples is not None and self.min_examples < 1:
+            raise UserError(f"optimizer.race.min_examples={self.min_examples} is below 1",
+                            "use 1 or more, or null to size the first rung from the validation set")
+
+    @property
+    def on(self) -> bool:
+        return self.shortlist >= 2
 
 
 def typed(cls: type[T], cfg: T | Mapping | None, group: str) -> T:

@@ -49,10 +49,11 @@ import numpy as np
 
 from optimas_cli.errors import UserError
 from optimas_cli.memory import large_allocations_unmapped_on_free
-from optimas_cli.optim import Proposal, make_rng, score_value
+from optimas_cli.optim.proposal import Proposal, make_rng, score_value
 from optimas_cli.optim.settings import WeightsSettings, typed
 from optimas_cli.system.component import Component
 from optimas_cli.system.context import RunContext
+from optimas_cli.system.local_reward import LocalReward
 
 log = logging.getLogger(__name__)
 CONTRACT = ("build_messages", "parse_output")
@@ -108,7 +109,7 @@ def train_adapter(
     component: Component,
     parent_adapter: str | None,
     search_inputs: Sequence[dict],
-    lrf: Any,
+    lrf: LocalReward,
     base_model_path: str,
     out_dir: Path,
     cfg: WeightsSettings,
@@ -261,7 +262,7 @@ def propose(
     component: Component,
     current_value: str | None,
     search_inputs: Sequence[dict],
-    lrf: Any,
+    lrf: LocalReward,
     ctx: RunContext,
     cfg: WeightsSettings | Mapping | None = None,
     *,

@@ -4,20 +4,8 @@ shows them; Table 2 marks the cells)."""
 from __future__ import annotations
 
 from optimas_cli.report.runs import Run
+from optimas_cli.system.budget import EVALUATION_PHASES, optimization_runs
 from optimas_cli.system.caps import CAPS
-
-EVALUATION_PHASES = ("final_validation", "test", "test_initial")
-
-
-def optimization_runs(ledger: dict, count: str = "runs") -> float | None:
-    """Equivalent system runs spent before the final validation and the test evaluations (what
-    budget.max_runs caps), by one of the ledger's two counts: "runs" (executed) or "paper_runs" (the
-    paper's accounting). None where the ledger predates that count."""
-    if count not in ledger:
-        return None
-    phases = ledger.get("by_phase") or {}
-    spent = sum(float((phases.get(p) or {}).get(count, 0.0)) for p in EVALUATION_PHASES)
-    return round(float(ledger[count]) - spent, 4)
 
 
 def capped_spend(ledger: dict, cap: str) -> float | None:

@@ -1,4 +1,5 @@
-"""`optimas report <run folders | multirun folders> [--out DIR]`: Tables 2-4, CSVs and plots from finished runs."""
+"""`optimas report <run folders | multirun folders> [--out DIR]`: Tables 2-4, CSVs and plots from finished runs
+(synthetic runs: their regret tables and phase map too, report/synthetic.py)."""
 from __future__ import annotations
 
 import argparse
@@ -13,10 +14,11 @@ from rich.markdown import Markdown
 
 from optimas_cli.errors import UserError
 from optimas_cli.provenance import code_label
-from optimas_cli.report import floor_tables, paper_tables, plots, targets
+from optimas_cli.report import floor_tables, paper_tables, plots, synthetic, targets
 from optimas_cli.report.cap_tables import cap_table, stopped_lines
 from optimas_cli.report.parse_failures import parse_failure_table
 from optimas_cli.report.render import markdown, write_csv
+from optimas_cli.report.routing import routing_table
 from optimas_cli.report.runs import RunSet, load_runs, split_duplicates
 from optimas_cli.report.variants import assign
 from optimas_cli.system.run_folder import lock_holder
@@ -101,7 +103,8 @@ def write_report(found: RunSet, out: Path) -> str:
     optional = [floor_tables.floor_table(runs, sources), floor_tables.group_table(runs, sources),
                 paper_tables.eval_table(runs, sources), targets.gain_table(runs, sources),
                 targets.mean_table(runs, sources),
-                targets.matched_table(runs, sources), parse_failure_table(runs, sources), cap_table(runs, sources)]
+                targets.matched_table(runs, sources), parse_failure_table(runs, sources), cap_table(runs, sources),
+                routing_table(runs, sources)]
     made += [table for table in optional if table is not None]
     for table in made:
         write_csv(out / f"{table.name}.csv", table.csv_headers, table.csv_rows)
@@ -117,6 +120,9 @@ def write_report(found: RunSet, out: Path) -> str:
     ]
     parts = ["# Optimas report", "", f"{len(runs)} run(s) from {', '.join(found.sources)}.", ""]
     parts += [markdown(t) for t in made]
+    regret = synthetic.section(runs, out)  # synthetic runs: regret against the simulator's exact optimum
+    if regret:
+        parts.append(regret)
     parts.append("### Plots\n")
     for title, path in images:
         parts.append(f"![{title}](plots/{path.name})\n" if path else f"- {title}: no run to plot.\n")

@@ -113,7 +113,7 @@ def _scores(folder: str, split: str = "test") -> RunScores | str:
 def run_scores(run: Run, split: str = "test") -> RunScores | str:
     """The run's per-example scores on a split (test, or test_initial: its initial configuration on the
     same test examples), or the reason there are none."""
-    return _scores(str(run.folder), split)
+    return _scores(str(run.files), split)
 
 
 def _common(members: list[RunScores]) -> list[str]:

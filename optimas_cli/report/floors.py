@@ -105,13 +105,13 @@ def pipeline_floors(runs: list[Run]) -> PipelineFloors:
     module = floors_module(runs[0].pipeline)
     if module is None:
         return PipelineFloors((), {}, f"none declared (no pipelines/{runs[0].pipeline}/floors.py)", declared=False)
-    traced = sorted((r for r in runs if predictions_path(r.folder) is not None), key=lambda r: str(r.folder))
+    traced = sorted((r for r in runs if predictions_path(r.files) is not None), key=lambda r: str(r.folder))
     if not traced:
         return PipelineFloors((), {}, "no run has per-example traces (predictions.jsonl.gz)")
     configs = [r.results.get("config") or {} for r in runs]
     sizes = [((c.get("budget") or {}).get("train_size")) for c in configs]
     config = configs[min(range(len(sizes)), key=lambda i: float("inf") if sizes[i] is None else sizes[i])]
-    return _computed(runs[0].pipeline, str(traced[0].folder), json.dumps(config, sort_keys=True, default=str))
+    return _computed(runs[0].pipeline, str(traced[0].files), json.dumps(config, sort_keys=True, default=str))
 
 
 @lru_cache(maxsize=32)

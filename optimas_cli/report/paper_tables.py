@@ -5,13 +5,14 @@ import statistics
 from collections import defaultdict
 from functools import lru_cache
 
-from optimas_cli.report.caps import ended_by_cap, optimization_runs
+from optimas_cli.report.caps import ended_by_cap
 from optimas_cli.report.evidence import BASELINE, CellEvidence, cell_evidence
 from optimas_cli.report.floors import check, pipeline_floors
 from optimas_cli.report.formatting import Summary, Table, compact, number, percent, with_count
 from optimas_cli.report.proposers import proposer_label
 from optimas_cli.report.runs import Run
 from optimas_cli.report.variants import natural_key
+from optimas_cli.system.budget import optimization_runs
 
 METHOD_ORDER = ["unoptimized", "single_llm", "llmselector", "dspy", "textgrad", "gepa", "hbc", "reinforce", "sysdpo",
                 "coordinate_ascent", "tpe", "random_reward", "global_reward", "optimas_no_adapt", "optimas"]

@@ -15,9 +15,10 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from optimas_cli.report.evidence import cell_evidence  # noqa: E402
 from optimas_cli.report.floor_tables import floors_by_pipeline  # noqa: E402
-from optimas_cli.report.paper_tables import _group, method_key, method_label, optimization_runs  # noqa: E402
+from optimas_cli.report.paper_tables import _group, method_key, method_label  # noqa: E402
 from optimas_cli.report.render import write_csv  # noqa: E402
 from optimas_cli.report.runs import Run  # noqa: E402
+from optimas_cli.system.budget import optimization_runs  # noqa: E402
 
 
 def _grid(n: int):

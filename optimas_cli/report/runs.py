@@ -1,18 +1,15 @@
-"""Finding run folders and reading their results.json; a run that cannot be read becomes a Problem."""
+"""Finding run folders (on disk, or packed as `<folder>.runs.tar.xz`: report/run_archive.py) and reading their
+results.json; a run that cannot be read becomes a Problem."""
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from optimas_cli.errors import UserError
 from optimas_cli.optim.history import history_problem
-from optimas_cli.system.run_folder import LOCK_FILE, lock_holder
-
-# What a run folder holds before the run does any work: a folder with nothing else failed before it
-# started (a bad pipeline, missing data), so there is nothing to resume.
-BEFORE_START = {"config.yaml", "config.resumed.yaml", "optimas.log", ".hydra", LOCK_FILE}
+from optimas_cli.report.run_archive import SUFFIX, archive_of, folder_of, is_archive, located, unpacked
+from optimas_cli.system.results_file import read_results
+from optimas_cli.system.run_folder import failed_before_start, lock_holder
 
 # A folder is a run folder when optimas (or Hydra on its behalf) wrote one of these into it.
 RUN_MARKERS = ("results.json", "config.yaml", "optimas.log", ".hydra")
@@ -53,6 +50,11 @@ class Run:
     def kind(self) -> str:
         return kind_of(self.results)
 
+    @property
+    def files(self) -> Path:
+        """Where the run's files lie: its folder, or its place in the unpacked copy of the archive holding it."""
+        return located(self.folder)
+
 
 @dataclass
 class Problem:
@@ -81,8 +83,8 @@ def split_duplicates(runs: list[Run]) -> tuple[list[Run], list[Duplicate]]:
     """One run per (pipeline, method, variant, seed), the newest; the others become Duplicates.
     Pooling them would narrow a CI with copies of the same measurement. Needs run.variant assigned."""
     def newest_first(run: Run):
-        return (-(run.folder / "results.json").stat().st_mtime if (run.folder / "results.json").exists() else 0.0,
-                str(run.folder))
+        results = run.files / "results.json"
+        return -results.stat().st_mtime if results.exists() else 0.0, str(run.folder)
 
     kept: dict[tuple, Run] = {}
     duplicates = []
@@ -125,25 +127,23 @@ def is_run_folder(path: Path) -> bool:
 
 
 def find_run_folders(paths: list[str]) -> list[Path]:
-    """Run folders named directly, or found below the given folders (a Hydra multirun folder)."""
+    """Run folders named directly, or found below the given folders (a Hydra multirun folder); a packed folder
+    (`<folder>.runs.tar.xz`, named either way) is read as the folder it holds."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if not path.exists():
+        if is_archive(path):
+            path = folder_of(path)
+        where = located(path)
+        if not where.exists():
             raise UserError(f"no such folder: {raw}", "pass run folders or a multirun folder (e.g. multirun/<date>/<time>)")
-        if path.is_file():
+        if where.is_file():
             if path.name != "results.json":
                 raise UserError(f"{raw} is a file, not a run folder", "pass the folder that holds results.json")
-            path = path.parent
-        if is_run_folder(path):
-            found.append(path)
-            continue
-        for root, dirs, _ in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .submitit, .hydra: launcher files
-            here = Path(root)
-            if here != path and is_run_folder(here):
-                found.append(here)
-                dirs[:] = []  # lrf/, adapters/ inside a run are not runs
+            path, where = path.parent, where.parent
+        if where == path:
+            _refuse_packed_twice(path)
+        found += _run_folders_in(path, where)
     # One entry per folder however it was named, kept as the user named it: report tables and CSVs then
     # show the paths they were given (relative ones stay relative), not where the checkout sits.
     unique: dict[Path, Path] = {}
@@ -152,36 +152,43 @@ def find_run_folders(paths: list[str]) -> list[Path]:
     return list(unique.values())
 
 
-def read_results(folder: Path) -> dict | None:
-    """The folder's results.json (None when it has none); a damaged one is a UserError naming it."""
-    target = folder / "results.json"
-    if not target.exists():
-        return None
-    try:
-        results = json.loads(target.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{target} is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                        "restore it, or run the experiment again") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{target} is not valid JSON ({exc}); half-written or edited by hand",
-                        "restore it, or run the experiment again") from None
-    except OSError as exc:
-        raise UserError(f"{target} cannot be read ({exc.strerror or exc})", "check the file's permissions") from None
-    if not isinstance(results, dict):
-        raise UserError(f"{target} does not hold a JSON object", "restore it, or run the experiment again")
-    return results
+def _run_folders_in(shown: Path, where: Path) -> list[Path]:
+    """`shown` if it is a run folder, else the run folders below it (lrf/, adapters/ inside a run are not
+    runs), in name order; `where` is where its files lie."""
+    if is_run_folder(where):
+        return [shown]
+    below: dict[str, Path] = {}
+    for entry in sorted(where.iterdir()):
+        if entry.name.startswith("."):  # .submitit, .hydra: launcher files
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            below[entry.name] = entry
+        elif is_archive(entry):
+            _refuse_packed_twice(folder_of(entry), shown / folder_of(entry).name)
+            below[folder_of(entry).name] = unpacked(entry)
+    return [run for name in sorted(below) for run in _run_folders_in(shown / name, below[name])]
+
+
+def _refuse_packed_twice(folder: Path, shown: Path | None = None) -> None:
+    """A folder on disk beside an archive of the same name: either could hold runs the other lacks."""
+    if folder.name and folder.is_dir() and is_archive(archive_of(folder)):
+        raise UserError(f"{shown or folder} is both a folder and packed ({folder.name}{SUFFIX})",
+                        f"unpack the archive into the folder (tar -xJf {folder.name}{SUFFIX}, beside it) and remove "
+                        "it, or remove the folder")
 
 
 def read_run(folder: Path) -> Run | Problem:
+    where = located(folder)
     try:
-        results = read_results(folder)
+        results = read_results(where)
     except UserError as err:
-        return Problem(folder, err.problem.replace(str(folder / "results.json"), "results.json"))
+        return Problem(folder, err.problem.replace(str(where / "results.json"), "results.json")
+                       .replace(str(where), str(folder)))
     if results is None:
-        pid = lock_holder(folder)
+        pid = lock_holder(where)
         if pid is not None:
             return Problem(folder, f"no results.json yet: the run is still in progress (pid {pid})")
-        failed = failed_before_start(folder)
+        failed = failed_before_start(where)
         return Problem(folder, failed + "; fix that and run its command again" if failed else
                        f"no results.json: the run did not finish (see its optimas.log); continue it with its "
                        f"command plus resume={folder}")
@@ -204,19 +211,6 @@ def read_run(folder: Path) -> Run | Problem:
         if broken:
             return Problem(folder, f"results.json: {broken}")
     return Run(folder, results)
-
-
-def failed_before_start(folder: Path) -> str | None:
-    """The error a run stopped on before doing any work (the last error its log holds, and no file
-    besides its config and log), or None: a run that started, or was killed, can be resumed."""
-    try:
-        if any(entry.name not in BEFORE_START for entry in folder.iterdir()):
-            return None
-        lines = (folder / "optimas.log").read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    error = next((line.split("[ERROR] - ", 1)[1] for line in reversed(lines) if "[ERROR] - " in line), None)
-    return f"the run failed before it started: {error}" if error else None
 
 
 def _typed(value, kinds: tuple) -> bool:

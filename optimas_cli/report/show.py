@@ -24,9 +24,11 @@ from rich.table import Table
 
 from optimas_cli.errors import UserError
 from optimas_cli.provenance import code_label
-from optimas_cli.report.runs import failed_before_start, is_run_folder, read_results
+from optimas_cli.report.run_archive import located
+from optimas_cli.report.runs import is_run_folder
 from optimas_cli.stats import paired_ci
-from optimas_cli.system.run_folder import lock_holder
+from optimas_cli.system.results_file import read_results
+from optimas_cli.system.run_folder import failed_before_start, lock_holder
 from optimas_cli.system.traces import PREDICTIONS, predictions_path, read_predictions
 
 USAGE = "optimas show RUN_FOLDER [OTHER_RUN_FOLDER] [--split test|validation] [--failed] [--component NAME] [--limit N]"
@@ -66,7 +68,7 @@ def parse(args: list[str]) -> argparse.Namespace:
 
 
 def load(folder: str, split: str) -> RunTrace:
-    path = Path(folder)
+    path = located(Path(folder))  # a run inside a packed folder (<folder>.runs.tar.xz): its unpacked copy
     if not path.is_dir():
         raise UserError(f"no such folder: {folder}", "pass a run folder written by `optimas run`")
     if not is_run_folder(path):
@@ -81,7 +83,7 @@ def load(folder: str, split: str) -> RunTrace:
         if results is None or (split == "test" and results.get("test_skipped")):
             raise _no_traces(folder, path, results)
         raise UserError(f"{folder} has no {split} examples in {source.name}", "try --split validation or --split test")
-    run = RunTrace(path, results or {}, records=records)
+    run = RunTrace(Path(folder), results or {}, records=records)
     by_key: dict[str, list[dict]] = defaultdict(list)
     for r in records:
         by_key[r["key"]].append(r)

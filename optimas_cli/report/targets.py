@@ -21,11 +21,11 @@ from optimas_cli.report.paper_tables import (
     _is_default,
     method_key,
     method_label,
-    optimization_runs,
     test_summary,
 )
 from optimas_cli.report.proposers import NONE, proposer_of, without_proposer
 from optimas_cli.report.runs import Run
+from optimas_cli.system.budget import optimization_runs
 
 OPTIMAS = "optimas"
 # The ablations of Optimas (the paper's two, and a random reward that isolates the LRF's contribution): run at

@@ -48,3 +48,27 @@ class Budget:
         if budget.iterations < 0:
             raise UserError(f"budget.iterations={budget.iterations} must be 0 or more", "e.g. budget.iterations=4")
         return budget
+
+
+# -- what a run spent of its budget, from its ledger as results.json stores it ---------------------------------
+# The final validation and the test evaluations are outside budget.max_runs (Table 3's budget is the optimization).
+EVALUATION_PHASES = ("final_validation", "test", "test_initial")
+
+
+def optimization_runs(ledger: Mapping, count: str = "runs") -> float | None:
+    """Equivalent system runs spent before the final validation and the test evaluations (what
+    budget.max_runs caps), by one of the ledger's two counts: "runs" (executed) or "paper_runs" (the
+    paper's accounting). None where the ledger predates that count."""
+    if count not in ledger:
+        return None
+    phases = ledger.get("by_phase") or {}
+    spent = sum(float((phases.get(p) or {}).get(count, 0.0)) for p in EVALUATION_PHASES)
+    return round(float(ledger[count]) - spent, 4)
+
+
+def optimization_pace(ledger: Mapping) -> float | None:
+    """Wall seconds per executed optimization run (the `optimize` phase over the runs before the final
+    validation and test); None where nothing was executed yet."""
+    runs = optimization_runs(ledger)
+    seconds = ((ledger.get("by_phase") or {}).get("optimize") or {}).get("seconds")
+    return float(seconds) / runs if runs and seconds else None

@@ -21,13 +21,23 @@ class ConfigKind(StrEnum):
 
 # A per-instance choice is configured by a routing policy instead of a single value:
 # {"route": "heuristic"} uses the component's naive local metric, {"route": "lrf"} picks, for
-# each input, the value whose output the component's local reward function scores highest.
+# each input, the value whose output the component's local reward function scores highest. Both run
+# every value on each input before picking. {"route": "lrf_pre"} picks before running anything: the
+# local reward's value scorer ranks (input, value) (lrf/value_scorer.py), and only the pick runs.
 HEURISTIC_ROUTE = {"route": "heuristic"}
 LRF_ROUTE = {"route": "lrf"}
+LRF_PRE_ROUTE = {"route": "lrf_pre"}
+PRE_EXECUTION_ROUTES = ("lrf_pre",)  # routes that run one value per input
+LRF_ROUTES = ("lrf", "lrf_pre")  # routes that read the run's local reward model (ctx.lrf)
 
 
 def route_of(value: Any) -> str | None:
     return value.get("route") if isinstance(value, dict) else None
+
+
+def routes_by_lrf(value: Any) -> bool:
+    """Whether a configuration value is a route the local reward model picks for (it must be loaded)."""
+    return route_of(value) in LRF_ROUTES
 
 
 @dataclass(eq=False)
@@ -86,8 +96,10 @@ class Component:
         return list(self.choices)
 
     def values_per_input(self, value: Any) -> int:
-        """How many values `execute` runs on each input: every candidate under a routing policy, else one."""
-        return len(self.candidate_values()) if route_of(value) is not None else 1
+        """How many values `execute` runs on each input: every candidate under a routing policy that picks
+        from outputs, else one."""
+        route = route_of(value)
+        return len(self.candidate_values()) if route is not None and route not in PRE_EXECUTION_ROUTES else 1
 
     def execute(self, inputs: list[dict], value: Any, ctx: RunContext) -> list[dict]:
         """Run the component, resolving a per-instance routing policy into one value per input."""
@@ -105,6 +117,8 @@ class Component:
         return [{f: out[f] for f in self.outputs} for out in outputs]
 
     def _route(self, inputs: list[dict], route: str, ctx: RunContext) -> list[dict]:
+        if route in PRE_EXECUTION_ROUTES:
+            return self._route_before_running(inputs, ctx)
         per_value = [self.forward(inputs, v, ctx) for v in self.candidate_values()]
         if route == "heuristic":
             scores = [[self.heuristic_score(x, outs[i]) for i, x in enumerate(inputs)] for outs in per_value]
@@ -116,3 +130,19 @@ class Component:
             raise ValueError(f"component {self.name!r}: unknown routing policy {route!r}")
         best = [max(range(len(per_value)), key=lambda j: scores[j][i]) for i in range(len(inputs))]
         return [per_value[j][i] for i, j in enumerate(best)]
+
+    def _route_before_running(self, inputs: list[dict], ctx: RunContext) -> list[dict]:
+        """Pick a value per input from the value scorer's ranking, then run each picked value once, on the
+        inputs that picked it (their shared-noise rows with them)."""
+        if ctx.lrf is None or not hasattr(ctx.lrf, "score_values"):
+            raise RuntimeError(f"component {self.name!r} routes by its local reward's value scorer, but none is loaded")
+        values = self.candidate_values()
+        scores = ctx.lrf.score_values(self.name, inputs, values)
+        picks = [max(range(len(values)), key=row.__getitem__) for row in scores]
+        outputs: list[dict | None] = [None] * len(inputs)
+        for j in sorted(set(picks)):
+            rows = [i for i, p in enumerate(picks) if p == j]
+            sub = ctx.replace(noise_rows=tuple(ctx.noise_rows[i] for i in rows)) if ctx.noise_rows else ctx
+            for i, out in zip(rows, self.forward([inputs[i] for i in rows], values[j], sub), strict=True):
+                outputs[i] = out
+        return outputs

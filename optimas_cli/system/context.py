@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optimas_cli.system.ledger import RunLedger
+from optimas_cli.system.local_reward import LocalReward
 
 PAIRED_NOISE = ("shared", "independent")  # the run's `paired_noise` setting
 UNPAIRED_PHASES = ("test", "test_initial")  # test scoring never shares noise between configurations
@@ -27,7 +28,7 @@ class RunContext:
 
     ledger: RunLedger
     lm: Any = None  # optimas_cli.lm.client.LMClient
-    lrf: Any = None  # optimas_cli.lrf.model.LocalRewardModel, for {"route": "lrf"} choices
+    lrf: LocalReward | None = None  # r_k, for {"route": "lrf"} choices
     caps: Any = None  # optimas_cli.system.caps.BudgetCaps, checked at the loops' safe points
     phase: str = "run"
     temperature: float | None = None

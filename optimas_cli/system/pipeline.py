@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from optimas_cli.system.compound import CompoundSystem
+from optimas_cli.system.configuration import SystemConfig
 
 
 @dataclass
@@ -57,3 +59,7 @@ class Pipeline:
     metric: Metric
     single_llm: SingleLLMTask | None = None
     info: dict = field(default_factory=dict)  # loader facts worth reporting (e.g. tasks skipped)
+    # The system in the form its user wrote it, with a configuration applied (pipeline=dspy: the DSPy program
+    # with the configuration's instructions); `optimas export --program` saves it, `api.load(...).program()`
+    # returns it. None: the pipeline is only its components.
+    to_program: Callable[[SystemConfig], Any] | None = None

@@ -19,6 +19,9 @@ ACCOUNTS_FILE = "accounts.json"
 INTERRUPTED_PHASE = "interrupted"  # wall time a killed process spent past its last checkpoint
 MIN_FREE_BYTES = 1 << 20  # what a run needs to start: its config, Hydra's .hydra/ files, the first log lines
 LOCK_FILE = ".lock"  # one writer per folder: flock'd while a process runs in it, holds that process's pid
+# What a run folder holds before the run does any work: a folder with nothing else failed before it
+# started (a bad pipeline, missing data), so there is nothing to resume.
+BEFORE_START = {"config.yaml", "config.resumed.yaml", "optimas.log", ".hydra", LOCK_FILE}
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
 TORCH_SHORT_WRITE = ("PytorchStreamWriter failed writing", "unexpected pos")  # how torch.save says a write fell short
 STAGED = ".next"  # the suffix of a checkpoint's files before they are moved into place
@@ -94,6 +97,19 @@ def refuse_if_locked(path: str | os.PathLike, what: str) -> None:
     if pid is not None:
         raise UserError(f"{what} {path} is in use by another optimas process (pid {pid})",
                         f"wait for it to finish (or stop it: kill {pid}), or pick another folder")
+
+
+def failed_before_start(folder: Path) -> str | None:
+    """The error a run stopped on before doing any work (the last error its log holds, and no file
+    besides its config and log), or None: a run that started, or was killed, can be resumed."""
+    try:
+        if any(entry.name not in BEFORE_START for entry in folder.iterdir()):
+            return None
+        lines = (folder / "optimas.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    error = next((line.split("[ERROR] - ", 1)[1] for line in reversed(lines) if "[ERROR] - " in line), None)
+    return f"the run failed before it started: {error}" if error else None
 
 
 def disk_full(error: BaseException | None) -> OSError | None:

@@ -3,13 +3,15 @@
 A line holds the split, the repeat, the example's system inputs and gold fields, every component's
 inputs and outputs (and r_k when the run has a trained local reward model), the final output and
 its score. Fields are kept whole; gzip keeps long retrieved passages affordable. `optimas show`
-and `optimas report` read these files.
+and `optimas report` read these files, and their xz-packed form (predictions.jsonl.xz): committed run
+folders hold that, since xz's large window stores the passages each split and repeat repeat once.
 """
 from __future__ import annotations
 
 import gzip
 import hashlib
 import json
+import lzma
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,8 @@ from typing import Any
 from optimas_cli.errors import DataError
 
 PREDICTIONS = "predictions.jsonl.gz"
+PACKED = "predictions.jsonl.xz"  # the same lines, packed for keeping (scripts/compact_run_data.py)
+UNPACK = {".gz": gzip.decompress, ".xz": lzma.decompress}
 
 
 def example_key(example: dict, inputs: Sequence[str]) -> str:
@@ -105,7 +109,7 @@ def _head(example: dict, inputs: Sequence[str], split: str, repeat: int, index: 
 
 def predictions_path(folder: str | Path) -> Path | None:
     """The run's trace file (compressed or plain), or None for a run written before traces existed."""
-    for name in (PREDICTIONS, "predictions.jsonl"):
+    for name in (PREDICTIONS, PACKED, "predictions.jsonl"):
         path = Path(folder) / name
         if path.exists():
             return path
@@ -120,12 +124,12 @@ OPTIONAL = ("components",)
 
 
 def read_predictions(path: str | Path) -> list[dict]:
-    """The trace lines; a damaged file (cut short, not gzip, not UTF-8, not JSON, a field of the wrong
+    """The trace lines; a damaged file (cut short, not gzip or xz, not UTF-8, not JSON, a field of the wrong
     type) is a DataError naming the file, the line and what is wrong."""
     path = Path(path)
     try:
-        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    except (OSError, EOFError) as error:  # BadGzipFile is an OSError; a cut-off gzip stream an EOFError
+        data = UNPACK.get(path.suffix, bytes)(path.read_bytes())
+    except (OSError, EOFError, lzma.LZMAError) as error:  # BadGzipFile is an OSError; a cut-off stream an EOFError
         raise DataError(f"{path} is damaged: {error}", "re-evaluate the run (optimas eval "
                         f"config_file={path.parent}/best_config.json) or restore the file") from None
     records = []

@@ -1,7 +1,6 @@
 """What a tracker logs, read from a finished run folder: nothing here is measured twice."""
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,9 +9,10 @@ from omegaconf import OmegaConf
 
 from optimas_cli.report.variants import flatten
 from optimas_cli.stats import mean_ci
+from optimas_cli.system.results_file import BULK, RESULTS, read_results
 
 # The files a run folder holds that a tracker keeps as artifacts, when the run wrote them.
-ARTIFACT_FILES = ("results.json", "best_config.json", "config.yaml", "lrf_report.json", "optimas.log")
+ARTIFACT_FILES = (RESULTS, BULK, "best_config.json", "config.yaml", "lrf_report.json", "optimas.log")
 LEDGER_KEYS = ("runs", "paper_runs", "calls", "tokens", "usd", "unpriced_calls", "compute_seconds", "seconds")
 
 
@@ -30,8 +30,7 @@ class RunRecord:
     @classmethod
     def read(cls, folder: str | Path) -> RunRecord:
         folder = Path(folder)
-        results_file = folder / "results.json"
-        results = json.loads(results_file.read_text()) if results_file.is_file() else {}
+        results = read_results(folder) or {}
         config = results.get("config") or _saved_config(folder)
         record = cls(folder=folder, name=folder.name, status="finished" if results else "failed",
                      params=flatten(config))

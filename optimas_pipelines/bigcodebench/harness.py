@@ -26,10 +26,12 @@ each planned test's code objects, compiled here from the tests' source); after t
 statements ran (before the tests' did), after the tests loaded and after each test it compares
 them with `is`, and any difference is tampering. Setting a trace or profile function, adding an
 audit hook or looking up the interpreter's C API with ctypes is tampering the moment it happens.
-The hook runs with the garbage collector off and every signal held, so no finalizer, gc callback
-or signal handler of the solution runs while its frames (whose free variables reach the journal)
-are on the stack. This is the in-process judge, the fallback for tasks the out-of-process judge
-(judge.py) cannot take; docs/bigcodebench_judge.md says what each guarantees, and README.md in
+The checks run inside a generator with the garbage collector off, signal handlers held by a
+dispatcher and other threads waiting, so no finalizer, gc callback, signal handler or thread of
+the solution runs or looks while their frames (whose free variables reach the journal) are on the
+stack; nothing leaves them with a traceback, and the hook's own frame holds nothing that reaches
+the journal or decides what is checked. This is the in-process judge, the fallback for tasks the
+out-of-process judge (judge.py) cannot take; docs/bigcodebench_judge.md says what each guarantees, and README.md in
 optimas_cli/sandbox what this one cannot stop. Standard library only.
 """
 import __future__
@@ -427,6 +429,63 @@ def _memory_path_check(tamper):
     return is_memory
 
 
+def _signal_dispatch(checking):
+    """(guard, deliver) for the hook: Python runs a signal handler at any instruction of the main
+    thread, the checks' included, whoever received the signal (another thread may, whatever this
+    one masks). So every Python-level handler is this file's dispatcher, which runs the code's own
+    handler at once outside the checks and holds it while they run (`checking()` says so); `deliver`
+    runs what it held when they end. signal.signal/getsignal keep their meaning (they go through
+    _signal's, replaced here); a handler installed past them (_signal's original function, kept
+    below) is found by `guard`, in one C call at the checks' entry, and put behind the dispatcher."""
+    import _signal
+
+    original_signal, original_getsignal = _signal.signal, _signal.getsignal
+    catchable = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
+    handlers, pending, _callable, _map, _list, _zip = {}, [], callable, map, list, zip
+
+    def dispatch(signum, frame):  # Python runs handlers in the main thread only
+        if checking():
+            pending.append(signum)
+            return
+        handler = handlers.get(signum)
+        if handler is not None:
+            handler(signum, frame)
+
+    def install(signalnum, handler):
+        before = handlers.get(signalnum)
+        previous = original_signal(signalnum, dispatch if _callable(handler) else handler)
+        if _callable(handler):
+            handlers[signalnum] = handler
+        else:
+            handlers.pop(signalnum, None)
+        return before if previous is dispatch else previous
+
+    def getsignal(signalnum):
+        handler = original_getsignal(signalnum)
+        return handlers.get(signalnum) if handler is dispatch else handler
+
+    def guard():
+        while True:  # until one look (a single C call, during which no handler runs) finds none
+            now = _list(_map(original_getsignal, catchable))
+            raw = [(s, h) for s, h in _zip(catchable, now) if _callable(h) and h is not dispatch]
+            if not raw:
+                return
+            for signum, handler in raw:
+                handlers[signum] = handler
+                original_signal(signum, dispatch)
+
+    def deliver():
+        while pending:
+            signum = pending.pop(0)
+            handler = handlers.get(signum)
+            if handler is not None:
+                handler(signum, None)  # (its frame would be the hook's)
+
+    _signal.signal, _signal.getsignal = install, getsignal
+    guard()  # SIGINT's default handler too: its KeyboardInterrupt may not leave the checks' frames
+    return guard, deliver
+
+
 def _seal(plan, journal, tests_code):
     """Install the hook that alone writes records (see the module docstring) into `journal`:
     (address of the mapping, ctypes.memmove, the pipe that wakes the judge, the pipe it answers on).
@@ -436,11 +495,18 @@ def _seal(plan, journal, tests_code):
     # Builtins and constants the hook uses, bound now: the solution may replace them in builtins or here.
     _type, _len, _id, _str, _int, _exit = type, len, id, str, int, os._exit
     _vars, _getattr, _set, _sorted, is_method, methods_of = vars, getattr, set, sorted, _is_method, _methods
-    _object, _assertion_error, ok_kinds, _any, _dict = object, AssertionError, OK_KINDS, any, dict
+    _object, _assertion_error, ok_kinds, _any, _dict, _tuple = object, AssertionError, OK_KINDS, any, dict, tuple
     inspection_events, exit_failed = INSPECTION_EVENTS, EXIT_FAILED
     main_thread = get_ident()
-    sigmask, sig_block, sig_setmask, every_signal = signal.pthread_sigmask, signal.SIG_BLOCK, signal.SIG_SETMASK, signal.valid_signals()
+    current_frames, exit_memory = sys._current_frames, EXIT_MEMORY
+    getrecursionlimit, setrecursionlimit = sys.getrecursionlimit, sys.setrecursionlimit
     gc_isenabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
+    # One thread at a time in the checks (a forked child gets a free lock). No mutable state says
+    # who is in them (code that reached the hook's frame could set it): the thread that owns this
+    # lock while the generator below runs is, and the events its checks raise pass through.
+    checks_lock = threading.RLock()
+    os.register_at_fork(after_in_child=checks_lock._at_fork_reinit)
+    guard_signals, deliver_signals = _signal_dispatch(checks_lock._is_owned)
     outcome_class, result_class = unittest.case._Outcome, Result
     pristine_equality = dict(vars(unittest.TestCase())["_type_equality_funcs"])
     case_names = {n for n, v in vars(unittest.TestCase).items() if callable(v) or isinstance(v, classmethod | staticmethod)}
@@ -577,7 +643,7 @@ def _seal(plan, journal, tests_code):
         # A failed subtest can only fail its test, so it is taken from anywhere (unittest reports it
         # from within the test method's own frame); an outcome that may pass a test is checked.
         if event != "optimas.subtest":
-            check_caller(result_codes.get(kind), 4)  # 0 check_caller, 1 on_outcome, 2 check_event, 3 hook, 4 the Result method
+            check_caller(result_codes.get(kind), 5)  # 0 check_caller, 1 on_outcome, 2 check_event, 3 keep, 4 hook, 5 the Result method
         if test is not state["test"]:
             tamper("an outcome reported for a test that is not running")
         if _type(test) is not state["classes"][tests[state["next"]][0]]:
@@ -623,17 +689,51 @@ def _seal(plan, journal, tests_code):
     check_integrity, check_test = _integrity_checks(originals, trusted, tamper, exact_str_keys)
     process_memory = _memory_path_check(tamper)
 
+    def keep():
+        """The checks run inside this generator. Suspended, its frame (whose free variables reach the
+        journal) is reachable only through gi_frame, which the checks refuse; nothing leaves it with a
+        traceback (an exception would carry its frames to the code that raised the event)."""
+        while True:
+            try:
+                sent = yield
+                if _type(sent) is not _tuple or _len(sent) != 2 or _type(sent[1]) is not _tuple:
+                    tamper("the harness's checks were called with a made-up event")
+                check_event(*sent)
+            except MemoryError:
+                _exit(exit_memory)
+            except BaseException:  # noqa: BLE001 - a malformed event (sys.audit('open')) or throw()/close()
+                tamper("the harness's checks were called out of turn or interrupted")
+
+    keeper = keep()
+    next(keeper)
+
     def hook(event, args):
-        """No code of the solution may run while this runs: the collector is off (a gc callback, the
-        __del__ of cyclic garbage, a weakref callback) and signals are held (a handler on a timer)."""
-        held, collecting = sigmask(sig_block, every_signal), gc_isenabled()
+        """The way into the checks. No code of the solution runs while they do: the collector is off (a
+        gc callback, the __del__ of cyclic garbage, a weakref callback), every Python-level signal
+        handler goes through a dispatcher that holds it until they end, and other threads wait. This
+        frame holds nothing that reaches the journal or decides what is checked: a handler that runs
+        before the dispatcher is sure of (at this function's first instruction) finds nothing to use."""
+        if keeper.gi_running and checks_lock._is_owned():
+            return  # raised by the checks' own reads in this thread (a frame's f_code, sys._getframe)
+        collecting = gc_isenabled()
         gc_disable()
         try:
-            check_event(event, args)
+            with checks_lock:
+                if get_ident() == main_thread:
+                    guard_signals()
+                # Room for the checks wherever the code raised the event (an event raised at the
+                # recursion limit would otherwise end them in a RecursionError).
+                limit = getrecursionlimit()
+                setrecursionlimit(limit + 1000)
+                try:
+                    keeper.send((event, args))
+                finally:
+                    setrecursionlimit(limit)
         finally:
             if collecting:
                 gc_enable()
-            sigmask(sig_setmask, held)
+        if get_ident() == main_thread:
+            deliver_signals()
 
     def check_event(event, args):
         if _type(event) is not _str:
@@ -642,7 +742,7 @@ def _seal(plan, journal, tests_code):
             if event in ("optimas.outcome", "optimas.subtest"):
                 on_outcome(event, args)
                 return
-            check_caller(state["harness_code"], 3)  # 0 check_caller, 1 check_event, 2 hook, 3 the caller of sys.audit
+            check_caller(state["harness_code"], 4)  # 0 check_caller, 1 check_event, 2 keep, 3 hook, 4 the caller of sys.audit
             if event == "optimas.solution":  # the solution is loaded, the tests are not yet
                 state["namespace"] = args[0]
                 check_integrity(state["namespace"])
@@ -719,6 +819,12 @@ def _seal(plan, journal, tests_code):
             tamper(f"ctypes looked up the interpreter's own {args[-1]} (it can rewrite frames and hooks)")
         elif event == "open" and process_memory(args[0]):
             tamper("reading the process's own memory")
+        elif event in ("sys._current_frames", "sys._current_exceptions"):
+            # Another thread's frames may be the checks' own (a thread's events run them too).
+            if get_ident() != main_thread or _len(current_frames()) > 1:
+                tamper(f"{event} while other threads run (their frames can be the harness's checks)")
+        elif event == "object.__getattr__" and args[0] is keeper:
+            tamper("the frame of the harness's checks was asked for")
 
     state["harness_code"] = _run.__code__
     sys.addaudithook(hook)
@@ -879,7 +985,19 @@ def _prepare(plan, wake, answer):
     _strict_equality()  # before _seal, whose snapshot of unittest then holds the strict versions
     _guard_should_stop()
     _seal(plan, (address, memmove, wake, answer), loaded[1])
+    # The judge's descriptor on this memory, and the seal's, are open: from now on no other process of
+    # the sandbox's user (a program the solution starts has no audit hook) may open this one's memory,
+    # write it or trace it.
+    _undumpable()
     return run_case, loaded
+
+
+def _undumpable():
+    """No other process of this user may read or write this one's memory, trace it or take its descriptors."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
 
 
 def _signed(key, body):
@@ -906,13 +1024,10 @@ def _forward(mem, address, key, sent):
 
 def _judge(worker, wake, answer):
     """The program's own process: signs what the worker journaled, then ends as the worker did."""
-    import ctypes
-
     try:
         mem = os.open(f"/proc/{worker}/mem", os.O_RDONLY)  # now, while the worker runs only this file
         (address,) = struct.unpack("<Q", os.read(wake, 8))
-        if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+        _undumpable()
     except (OSError, struct.error) as exc:
         with open("key", "rb") as fh:
             key = fh.read()

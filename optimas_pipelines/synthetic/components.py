@@ -20,7 +20,7 @@ import hashlib
 import json
 
 from optimas_cli.optim.prompt_pool import EXAMPLE_HEADER
-from optimas_cli.system import HEURISTIC_ROUTE, Component, ConfigKind
+from optimas_cli.system import Component, ConfigKind
 from optimas_pipelines.synthetic.spec import STRATEGY_POOL, UNGUIDED, ComponentSpec, Instance
 
 SOLID, SHAKY = "solid", "shaky"
@@ -75,8 +75,9 @@ class SimulatedComponent(Component):
             extra = {"default": instruction(spec.default), "alternatives": tuple(instruction(v) for v in spec.values)}
         elif spec.kind == "choice":
             extra = {"default": spec.default, "choices": spec.values}
-        else:
-            extra = {"default": dict(HEURISTIC_ROUTE), "choices": spec.values, "per_instance": True}
+        else:  # a router starts on the leaderboard's top value, run alone: what its heuristic route picks for
+            # every input (the leaderboard is context-free), without running every value to find it
+            extra = {"default": spec.default, "choices": spec.values, "per_instance": True}
         what = {"prompt": "as instructed", "choice": "with its model", "route": "with a model per request"}[spec.kind]
         super().__init__(spec.name, f"Drafts {what}.", inputs=("request", *parents),
                          outputs=(spec.field,), kind=kinds[spec.kind], **extra)

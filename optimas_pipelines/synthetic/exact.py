@@ -33,6 +33,7 @@ import numpy as np
 
 from optimas_cli.errors import UserError
 from optimas_cli.system import LRF_ROUTE, route_of
+from optimas_cli.system.component import LRF_ROUTES
 from optimas_pipelines.synthetic.components import instruction, named_value, solid_share, strategy_of, type_of
 from optimas_pipelines.synthetic.spec import ComponentSpec, Instance
 
@@ -41,7 +42,7 @@ __all__ = ["LocalRewardOracle", "expected_of_run", "expected_reward", "expected_
            "solve", "type_index"]
 
 MAX_FACTOR = 2 ** 24  # entries of the largest table elimination may build (128 MiB of float64)
-FREE_ROUTES = ("best",)  # routes the exact model chooses optimally (a perfect router); `lrf` too for the oracle
+FREE_ROUTES = ("best",)  # routes the exact model chooses optimally (a perfect router); LRF routes too for the oracle
 
 
 def name_of(spec: ComponentSpec, value, t: int) -> str:
@@ -159,6 +160,20 @@ def expected_of_run(instance: Instance, examples: Sequence[dict], steps: Sequenc
         names = {s.name: named_value(by_component[s.name]["outputs"][s.field]) for s in instance.components}
         scores.append(expected_reward(instance, names, type_index(instance, ex)))
     return statistics.fmean(scores)
+
+
+def exact_given_output(instance: Instance, config: Mapping, component: str, x: dict, y: dict) -> float:
+    """E[reward | component received x and wrote y], every other component under `config`: k's parents'
+    values and solid shares read from x, k's own from y (label_quality.py's docstring says why that orders
+    a preference pair exactly)."""
+    spec = next(s for s in instance.components if s.name == component)
+    t = type_index(instance, x)
+    parents = [instance.components[p] for p in spec.parents]
+    fixed = {p.name: named_value(x[p.field] or "") for p in parents}
+    fixed[component] = named_value(y[spec.field] or "")
+    observed = {p.index: solid_share(x[p.field]) for p in parents}
+    observed[spec.index] = solid_share(y[spec.field])
+    return expected_reward(instance, names_for(instance, config, t, fixed), t, observed)
 
 
 # -- the optimum -----------------------------------------------------------------------------------
@@ -351,7 +366,14 @@ class LocalRewardOracle:
             fixed[component] = named_value(y[spec.field] or "")
             names_key = (key, t, tuple(sorted(fixed.items())))
             if names_key not in self._names:
-                self._names[names_key] = names_for(inst, config, t, fixed, ("best", "lrf"), self._groups)
+                self._names[names_key] = names_for(inst, config, t, fixed, ("best", *LRF_ROUTES), self._groups)
             observed = {p.index: solid_share(x[p.field]) for p in parents}
             scores.append(expected_reward(inst, self._names[names_key], t, observed))
         return scores
+
+    def score_values(self, component: str, config: Mapping, inputs: Sequence[dict], values: Sequence) -> list[list[float]]:
+        """score() of each value on each input (rows: inputs), before anything runs: an output is scored by the
+        value it names alone (its marks are noise about that value), so a draft naming the value stands in."""
+        field = self.by_name[component].field
+        columns = [self.score(component, config, inputs, [{field: f"{v} on "}] * len(inputs)) for v in values]
+        return [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in inputs]

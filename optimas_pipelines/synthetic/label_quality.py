@@ -34,8 +34,7 @@ import numpy as np
 from optimas_cli.lrf.collect import COLLECTION_PHASE, EXACT_TIE, collect_all
 from optimas_cli.lrf.pairs import PreferencePair
 from optimas_cli.system import RunContext, RunLedger, SystemConfig
-from optimas_pipelines.synthetic.components import named_value, solid_share
-from optimas_pipelines.synthetic.exact import expected_reward, names_for, type_index
+from optimas_pipelines.synthetic.exact import exact_given_output
 from optimas_pipelines.synthetic.spec import Instance
 from optimas_pipelines.synthetic.system import build
 
@@ -53,18 +52,6 @@ INPUTS = 200  # Stage 1 inputs per setting: ~600 candidate pairs per component, 
 # conf/lrf/minilm.yaml `collect` (what a run collects with), and budget=synthetic's run temperature 0
 COLLECT = {"num_candidates": 3, "mc_repeats": 2, "epsilon": 0.01, "temperature": 0.9, "diverse": True,
            "choices": "sample", "downstream_temperature": None}
-
-
-def exact_given_output(instance: Instance, config: Mapping, component: str, x: dict, y: dict) -> float:
-    """E[reward | component received x and wrote y] (module docstring)."""
-    spec = next(s for s in instance.components if s.name == component)
-    t = type_index(instance, x)
-    parents = [instance.components[p] for p in spec.parents]
-    fixed = {p.name: named_value(x[p.field] or "") for p in parents}
-    fixed[component] = named_value(y[spec.field] or "")
-    observed = {p.index: solid_share(x[p.field]) for p in parents}
-    observed[spec.index] = solid_share(y[spec.field])
-    return expected_reward(instance, names_for(instance, config, t, fixed), t, observed)
 
 
 def label_agreement(instance: Instance, config: Mapping, pairs: Sequence[PreferencePair]) -> dict:

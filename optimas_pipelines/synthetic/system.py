@@ -9,7 +9,7 @@ from functools import partial
 import numpy as np
 
 from optimas_cli.errors import UserError
-from optimas_cli.system import LRF_ROUTE, CompoundSystem, Metric, Pipeline, Splits, route_of
+from optimas_cli.system import CompoundSystem, Metric, Pipeline, Splits, routes_by_lrf
 from optimas_pipelines.synthetic import exact
 from optimas_pipelines.synthetic.components import SimulatedComponent, request_text, solid_share
 from optimas_pipelines.synthetic.spec import draw_instance
@@ -29,15 +29,12 @@ MAX_SPLIT = 999  # request numbers are unique across splits (1000 per split)
 
 
 def exact_output_reward(instance, component: str, config: Mapping, x: dict, y: dict) -> float:
-    """E[reward | component received x and wrote y], the rest under `config` (label_quality.exact_given_output);
-    a router on its `lrf` route picks optimally given the rest, as lrf=oracle's does (its picks depend on a
+    """E[reward | component received x and wrote y], the rest under `config` (exact.exact_given_output);
+    a router on an LRF route (`lrf`, `lrf_pre`) picks optimally given the rest, as lrf=oracle's does (its picks depend on a
     learned model the exact order knows nothing of)."""
-    # label_quality imports this module (build): imported once both exist
-    from optimas_pipelines.synthetic.label_quality import exact_given_output
-
-    free = {name: {"route": "best"} if route_of(value) == LRF_ROUTE["route"] else value
+    free = {name: {"route": "best"} if routes_by_lrf(value) else value
             for name, value in config.items()}
-    return exact_given_output(instance, free, component, x, y)
+    return exact.exact_given_output(instance, free, component, x, y)
 
 
 def build(data_dir=None, components: int = 10, shape: str = "chain", kinds: str = "mix", options: int = 4,

@@ -6,6 +6,8 @@ load; a plain safetensors folder loads in a second and is what peft/trl expect f
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import json
 import logging
@@ -86,10 +88,23 @@ def converted_model_dir(name: str, cache_dir: str | os.PathLike | None = None) -
     if (target / _DONE_MARKER).exists():
         sample_by_default(target)  # a folder converted before the recipe wrote it
         return target
-    with _convert_lock:
+    with _convert_lock, _across_processes(target):
         if not (target / _DONE_MARKER).exists():
             _convert(SHIPPED_MODELS[name], target)
     return target
+
+
+@contextlib.contextmanager
+def _across_processes(target: Path):
+    """Held while one process converts: parallel runs (or test workers) sharing a cache convert once, and
+    none removes a folder another has just finished and is loading."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def model_path_command(args: list[str]) -> int:
