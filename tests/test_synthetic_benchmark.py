@@ -223,3 +223,20 @@ def test_a_run_without_regret_or_traces_is_named_not_measured(tmp_path):
             (folder / name).write_bytes((source / name).read_bytes())
     grid = grid_of(load_runs([str(tmp_path)]).runs)
     assert not grid.rows and re.search("neither regret.json nor the test traces", grid.problems[0][1])
+
+
+def test_the_second_phase_map_is_the_grid_issue_59_fixed():
+    """18 cells (options x K x metric, interaction on) x 3 seeds, the 4-option separable control and the headline
+    cell's seeds 3-4, 8 methods each, every run capped at twice 90 K."""
+    main, control, headline = (_jobs(f"synthetic_phase_map_2{s}") for s in ("", "_control", "_headline"))
+    assert (len(main), len(control), len(headline)) == (432, 144, 16)
+    methods = {dict(o.split("=") for o in job)["experiment/synthetic_method"] for job in main}
+    assert methods == {"optimas", "optimas_no_adapt", "optimas_oracle", "optimas_exact_labels", "random_reward",
+                       "coordinate_ascent", "tpe", "global_reward"}
+    assert {dict(o.split("=") for o in job)["pipeline.interaction"] for job in control} == {"none"}
+    assert {dict(o.split("=") for o in job)["seed"] for job in headline} == {"3", "4"}
+    for job in (main[0], control[-1], headline[0]):
+        cfg = _compose(["experiment=synthetic_phase_map_2", *job])
+        assert cfg.budget.max_runs == 2 * 90 * cfg.pipeline.components and cfg.pipeline.noise == 0.5
+    cfg = _compose(["experiment=synthetic_phase_map_2_headline", *headline[0]])
+    assert (cfg.pipeline.options, cfg.pipeline.components, cfg.pipeline.metric) == (32, 10, "sink")
