@@ -30,8 +30,10 @@ $(STAMP): pyproject.toml requirements-models.txt
 run: $(STAMP)
 	$(BIN)/optimas run pipeline=hotpotqa
 
+# One worker per core; a test file stays on one worker, so its module fixtures (a finished run, a served model)
+# are built once.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # Style, then the layering (.importlinter: imports point down, no circles, pipelines use the public API).
 lint: $(STAMP)

@@ -325,7 +325,10 @@ def check_config(cfg: Mapping) -> None:
         if method.get("_target_") in METHODS:  # another target fails where Hydra imports it
             check_node("method", METHODS[method["_target_"]], method)
     if cfg.get("pipeline") is not None:
-        check_pipeline(_resolved(cfg, "pipeline"))
+        pipeline = _resolved(cfg, "pipeline")
+        check_pipeline(pipeline)
+        if cfg.get("program") is not None and "program" not in pipeline:  # only pipeline=dspy's YAML reads it
+            raise UserError(f"program={cfg['program']} is read by pipeline=dspy only", "add pipeline=dspy, or drop program=")
 
 
 def check_node(key: str, node: Node, value: Any, owner: str | None = None) -> None:

@@ -53,7 +53,7 @@ class Direct(dspy.Module):
         self.ask = dspy.Predict("question -> answer")
 
     def forward(self, question):
-        hint = dspy.settings.lm(messages=[{"role": "user", "content": question}])
+        hint = dspy.settings.lm(question)
         return self.ask(question=f"{question} {hint}")
 
 

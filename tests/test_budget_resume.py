@@ -105,9 +105,11 @@ def optimization_runs(results: dict) -> float:
 # not started when it would cross the cap. A stop inside an iteration resumes to the uncapped result.
 @pytest.mark.parametrize("cap", [10, 30])
 def test_a_runs_cap_is_not_crossed_by_a_unit_of_known_size(tiny_bert, tmp_path, uncapped, cap):
-    stopped = run_in(tiny_bert, tmp_path, f"budget.max_runs={cap}")
+    # Stage 1 at its uncapped size (a cap otherwise sizes it, and a resume keeps that size: test_stage1_share.py)
+    whole = "lrf.collect.cap_share=null"
+    stopped = run_in(tiny_bert, tmp_path, f"budget.max_runs={cap}", whole)
     assert stopped["stopped"] == "max_runs" and optimization_runs(stopped) <= cap, stopped["ledger"]["by_phase"]
-    resumed = run_in(tiny_bert, tmp_path, "budget.max_runs=null")
+    resumed = run_in(tiny_bert, tmp_path, "budget.max_runs=null", whole)
     assert essentials(resumed) == essentials(uncapped)
 
 
@@ -188,6 +190,7 @@ def test_a_run_killed_at_a_phase_boundary_and_resumed_equals_an_uninterrupted_ru
 # each moved into place. Before, accounts.json was written first, and a kill in the weights' save (87 MB on Amazon)
 # resumed with the iteration counted twice (86 runs instead of 74).
 LOOP_CHECKPOINT = ["replace best_config.json", "LRF save after-1-adaptations.tmp", "replace heads.safetensors",
+                   "replace value_heads.safetensors",
                    "replace backbone.safetensors", "replace config.json", "replace after-1-adaptations",
                    "replace accounts.json.next", "replace loop_state.json.next", "replace checkpoint.commit",
                    "replace accounts.json", "replace loop_state.json", "unlink checkpoint.commit"]

@@ -102,6 +102,17 @@ def test_a_branch_runs_only_the_predictor_its_condition_picks():
         assert traj.final(system.outputs) == {"answer": ex["answer"]}
 
 
+def test_a_reply_that_does_not_parse_stops_the_program_there_as_dspy_does():
+    pipeline = build(program="rag:program")
+    system = pipeline.system
+    ctx = RunContext(ledger=RunLedger(len(system)), lm=ScriptedLM("no fields here"))
+    (traj,) = system.run(pipeline.splits.test[:1], system.default_config(), ctx)
+    assert traj.steps["generate_query"]["outputs"] == {"generate_query__query": None}
+    assert traj.steps["answer"]["skipped"] and traj.final(system.outputs) == {"context": None, "answer": None}
+    events = ctx.ledger.to_dict()["by_phase"]["run"]["events"]
+    assert events["generate_query"] == {"parse_failures": 1} and "answer_inputs" not in events
+
+
 @pytest.mark.parametrize(("program", "refusal"), [
     ("agent", "uses dspy.ReAct (tool calls in a loop) at 'self.agent', which pipeline=dspy cannot map"),
     ("loop", "predictor 'hop' is called twice in one run of the program"),
@@ -163,23 +174,63 @@ def test_optimas_collects_pairs_and_runs_its_loop_on_the_program(tiny_bert, tmp_
     assert ctx.ledger.to_dict()["by_phase"]["local_optimization"]["runs"] > 0
 
 
+def test_optimas_export_writes_the_program_dspy_loads_and_the_api_returns_it(tmp_path, monkeypatch):
+    import optimas_cli.api as optimas
+    from optimas_cli.flows.export import export_main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")  # the mock API model needs none, litellm checks
+    reply = "[[ ## query ## ]]\nVienna\n\n[[ ## answer ## ]]\nAustria\n\n[[ ## completed ## ]]"
+    result = optimas.run("pipeline=dspy", "program=rag:program", "method=unoptimized", "repeats=1", "budget=smoke",
+                         "lm=openai", f"+lm.mock_response='{reply}'", "lm.cache=false", folder=tmp_path / "run")
+    assert result.results["pipeline"] == "dspy_rag" and result.test["mean"] == 0.25  # Vienna's is the 4th question
+    assert export_main([str(result.folder), "--program", str(tmp_path / "optimized.json")]) == 0
+    import rag
+
+    saved, returned = rag.RAG(), optimas.load(result.folder).program()
+    saved.load(str(tmp_path / "optimized.json"))
+    for program in (saved, returned):
+        assert [(n, p.signature.instructions) for n, p in program.named_predictors()] == [
+            ("generate_query", "Given the fields `question`, produce the fields `query`."),
+            ("answer", "Given the fields `context`, `question`, produce the fields `answer`.")]
+    assert export_main([str(result.folder), "--program", str(tmp_path / "optimized.yaml")]) == 2
+
+
 # -- the round trip, with the embedded model ----------------------------------------------------------
+class Recording:
+    """The run's LM client, keeping every (messages, completion) it served."""
+
+    def __init__(self, lm):
+        self.lm, self.calls = lm, []
+
+    def complete(self, requests, component="-", phase="-"):
+        responses = self.lm.complete(requests, component=component, phase=phase)
+        self.calls += [(r.messages, response.texts[0]) for r, response in zip(requests, responses, strict=True)]
+        return responses
+
+
+def as_set(calls) -> list:
+    return sorted(json.dumps([messages, text]) for messages, text in calls)
+
+
 @pytest.mark.real_model
 @pytest.mark.parametrize("program", ["rag", "branch"])
 def test_dspy_running_the_saved_program_gives_the_outputs_we_evaluated(program, tmp_path):
     """Greedy SmolLM2-135M: our evaluation of an optimized configuration, and DSPy's own run of the program it
-    saves (its own LM client, litellm to the embedded provider), answer alike on the same questions."""
+    saves (its own LM client, litellm to the embedded provider), send the same prompts, get the same completions
+    and end with the same answers."""
     from dspy.utils.exceptions import AdapterParseError
 
     from optimas_cli.lm.client import LMClient
     from optimas_cli.lm.local.provider import register_provider
 
-    pipeline = build(program=f"{program}:program", max_tokens=48)
+    tokens = 96
+    pipeline = build(program=f"{program}:program", max_tokens=tokens)
     config = pipeline.system.default_config()
     for name in ("answer", "person", "place"):
         config = config.replace(name, GOOD) if name in config else config
     examples = pipeline.splits.train[:3]
-    lm = LMClient(model="local/smollm2-135m-instruct", temperature=0.0, max_tokens=48, cache_dir=str(tmp_path))
+    lm = Recording(LMClient(model="local/smollm2-135m-instruct", temperature=0.0, max_tokens=tokens, cache=False))
     ours = [t.final(pipeline.system.outputs)["answer"]
             for t in pipeline.system.run(examples, config, RunContext(ledger=RunLedger(len(pipeline.system)), lm=lm))]
 
@@ -188,12 +239,13 @@ def test_dspy_running_the_saved_program_gives_the_outputs_we_evaluated(program, 
     user_program = __import__(program).program
     user_program.load(str(tmp_path / "program.json"))
     register_provider()
+    native = dspy.LM("local/smollm2-135m-instruct", temperature=0.0, max_tokens=tokens, cache=False)
     theirs = []
-    with dspy.context(lm=dspy.LM("local/smollm2-135m-instruct", temperature=0.0, max_tokens=48, cache=False)):
+    with dspy.context(lm=native):
         for example in examples:
             try:
                 theirs.append(user_program(question=example["question"]).answer)
-            except AdapterParseError:  # we count it and go on with None
+            except AdapterParseError:  # where DSPy raises, our component counts a parse failure and goes on with None
                 theirs.append(None)
+    assert as_set(lm.calls) == as_set((h["messages"], h["outputs"][0]) for h in native.history)
     assert ours == theirs
-    assert any(answer for answer in ours)  # the model answered something: not an empty comparison

@@ -46,7 +46,7 @@ def test_a_share_too_small_for_every_component_keeps_the_cheapest_collections_th
 
 def test_without_a_run_cap_or_a_share_stage_1_collects_as_configured(tmp_path):
     _, free, size = collected(tmp_path / "free", None)
-    _, unshared, unsized = collected(tmp_path / "null", 30.0, {**COLLECT, "cap_share": None})
+    _, unshared, unsized = collected(tmp_path / "null", 400.0, {**COLLECT, "cap_share": None})
     assert size is None and unsized is None and free == pytest.approx(unshared)
 
 
@@ -62,3 +62,21 @@ def test_one_shared_prefix_labels_the_same_pairs_as_a_prefix_per_component():
         assert [p.to_dict() for p in pairs] == [p.to_dict() for p in collect_pairs(
             system, config, name, rows, alone, pipeline.metric, **options)]
     assert shared.ledger.equivalent_runs() < alone.ledger.equivalent_runs()
+
+
+def test_the_plan_counts_stage_1_at_its_share_and_shows_the_split(tmp_path, monkeypatch):
+    """`optimas plan` sizes Stage 1 as the collection does (the same runs, exactly here) and prints Stage 1 / loop /
+    evaluation against the cap."""
+    from optimas_cli.flows import lrf_tasks
+    from optimas_cli.flows.plan import make_plan, render
+    from tests.test_plan import _pipeline_and_splits, composed
+
+    monkeypatch.chdir(tmp_path)
+    cfg = composed("pipeline=synthetic", "pipeline.components=4", "task=collect", "budget=smoke", "lm.temperature=0.7",
+                   "budget.max_runs=12")
+    results = lrf_tasks.collect(cfg, RunFolder(tmp_path / "run"), Console(quiet=True))
+    plan = make_plan(cfg, *_pipeline_and_splits(cfg))
+    executed = results["ledger"]["by_phase"]["lrf_collection"]["runs"]
+    assert plan["phases"]["lrf_collection"]["runs"] == pytest.approx(executed) and 0 < executed <= 0.333 * 12
+    assert plan["split"]["stage1"] == pytest.approx(executed) and plan["stage1_size"]["limit"] == pytest.approx(3.996)
+    assert "runs by part: Stage 1" in render(plan, "plan") and "run cap 12, Stage 1 sized to at most 3.996" in render(plan, "plan")

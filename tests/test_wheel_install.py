@@ -40,8 +40,11 @@ def extra_libraries() -> set[str]:
     return {normalized(Requirement(r).name) for r in project["optional-dependencies"][extras.EXTRA]}
 
 
-def run(*command, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=300, **kwargs)
+def run(*command, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+    # Without PYTHONPATH: an in-process `optimas` of an earlier test puts its working folder there (a checkout's
+    # egg-info on it, and pip takes optimas as installed already)
+    env = env or {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=300, env=env, **kwargs)
 
 
 def borrowed_packages(folder: Path) -> Path:

@@ -369,7 +369,8 @@ def render(plan: dict, title: str) -> str:
         src = "" if phase == "total" else f"tokens {r['tokens_from']}, time {r['seconds_from']}"
         lines.append(f"{phase:<18} {r['runs']:>9.2f} {r['calls']:>9.1f} {r['tokens']:>11,.0f} {dollars:>10} "
                      f"{_duration(r['seconds']):>9}  {src}")
-    lines.append(split_line(plan))
+    if "split" in plan:  # a method's plan (headroom's has no Stage 1 or loop)
+        lines.append(split_line(plan))
     lines.append(f"model {plan['model']}: " + (
         "no price known (set lm.price.input_per_mtok and lm.price.output_per_mtok)" if plan["price"] is None
         else plan["price"]["source"]))

@@ -172,6 +172,8 @@ class OptimasLoop:
     `on_iteration(entry)` reports progress; `save_lrf()` checkpoints the adapted LRF.
     `schedulable()` names the components the scheduler may pick now (None: all of them).
     `carry` is method state to checkpoint with each iteration: `state() -> dict`, `restore(dict)`.
+    With `optimizer.race.shortlist` >= 2 the candidates the local optimizer ranks race on validation minibatches
+    before the gate (optim/race.py); a race won against r_k's ranking makes lazy adaptation refresh that r_k.
     """
 
     def __init__(

@@ -12,6 +12,7 @@ read any of it), so changing P re-runs P and everything after it.
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -65,6 +66,8 @@ class ProgramCode(Component):
             return self.replay.run({f: x[f] for f in self.system_inputs}, answers, self.target, frozenset(skipped))
         except Unsupported:
             raise
+        except AdapterParseError:  # a predictor's reply did not parse (counted there): DSPy's program stops here
+            return None
         except Unanswered as missing:
             raise UserError(f"on an example the program called predictor {missing.name!r} where the order traced "
                             f"on training examples ({' -> '.join(self.order)}) had not run it", "declare the predictors in the program's __init__ in the "
@@ -122,7 +125,9 @@ def _get(prediction: Any, key: str) -> Any:
 class PredictorStep(Component):
     """One named predictor as a prompt component. Its configuration is its signature's instructions; its demos
     stay as the program has them. Each input is one real `predictor(...)` call (DSPy's adapter formats and
-    parses it, JSON fallback included) whose LM is the run's, through the DSPy bridge of the dspy method."""
+    parses it, JSON fallback included) whose LM is the run's, through the DSPy bridge of the dspy method. A reply
+    that does not parse counts a parse failure and leaves the outputs None: the replayed program raises DSPy's
+    AdapterParseError there, so, as under DSPy, nothing after it runs on that example."""
 
     calls_lm = True
 
@@ -153,5 +158,7 @@ class PredictorStep(Component):
                 return dict.fromkeys(self.outputs)
             return {field_name(self.name, f): prediction.get(f) for f in self.fields_out}
 
+        # each call in the caller's DSPy context (a dspy.context(adapter=...) around the run), as dspy.Parallel does
+        contexts = [contextvars.copy_context() for _ in inputs]
         with ThreadPoolExecutor(max_workers=max(1, min(len(inputs), CONCURRENT_CALLS))) as pool:
-            return list(pool.map(call, range(len(inputs))))
+            return list(pool.map(lambda i: contexts[i].run(call, i), range(len(inputs))))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
+from dspy.utils.exceptions import AdapterParseError
 
 from optimas_cli.errors import UserError
 
@@ -140,6 +141,9 @@ class Replay:
             signature = self.signatures[name]
             if outputs is None:  # a dry run: values of the declared types
                 outputs = {f: placeholder(info.annotation) for f, info in signature.output_fields.items()}
+            elif all(v is None for v in outputs.values()):  # its call failed to parse: it raises here, as in DSPy
+                raise AdapterParseError(adapter_name="ChatAdapter", signature=signature, lm_response="",
+                                        message=f"predictor {name!r}: no output fields in its reply")
             return dspy.Prediction.from_completions([dict(outputs)], signature=signature)
 
         return answer
