@@ -4,7 +4,6 @@ fresh copy of it, and the configuration optimas sets, its system message or its 
 from __future__ import annotations
 
 import importlib
-import socket
 import sys
 
 import pytest
@@ -16,9 +15,9 @@ from autogen_ext.models.openai import OpenAIChatCompletionClient  # noqa: E402
 
 from optimas_cli.adapters.autogen import AutoGenComponent  # noqa: E402
 from optimas_cli.errors import LMCallFailed, UserError  # noqa: E402
-from optimas_cli.system import CompoundSystem, ConfigKind, RunContext, RunLedger  # noqa: E402
+from optimas_cli.system import ConfigKind, RunContext, RunLedger  # noqa: E402
+from tests.agent_checks import QUESTIONS, closed_api_base, run  # noqa: E402
 
-QUESTIONS = [{"question": "What is 2+2?"}, {"question": "What is the capital of France?"}]
 MODEL_INFO = {"vision": False, "function_calling": False, "json_output": False, "family": "unknown",
               "structured_output": False}
 
@@ -30,14 +29,6 @@ def answerer(model: str, api_base: str, **options) -> AutoGenComponent:
                            description="answers a question")
     return AutoGenComponent(agent, "answerer", inputs={"question": "Question"}, output="answer", **options)
 
-
-def run(component, value, proxy, **ctx_settings):
-    """The one-component system on QUESTIONS with `value`: ({question: answer}, the exchanges, ledger)."""
-    system = CompoundSystem([component], inputs=["question"], outputs=["answer"])
-    ctx = RunContext(ledger=RunLedger(1), **ctx_settings)
-    proxy.clear()
-    trajectories = system.run(QUESTIONS, system.default_config().replace("answerer", value), ctx)
-    return {t.example["question"]: t.final(["answer"])["answer"] for t in trajectories}, proxy.exchanges[:], ctx.ledger
 
 
 def test_the_instruction_optimas_sets_is_the_system_message_the_agent_sends(served_two_tiny_models):
@@ -76,9 +67,7 @@ def test_given_models_the_model_is_the_configuration_and_the_server_answers_with
 
 def test_a_server_that_is_gone_stops_the_run_in_one_line(served_two_tiny_models):
     _, model, _ = served_two_tiny_models
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    closed = closed_api_base()
     component = answerer(model, closed)
     with pytest.raises(LMCallFailed) as failed:
         component.execute(QUESTIONS[:1], component.default, RunContext(ledger=RunLedger(1)))

@@ -4,7 +4,6 @@ the configuration optimas sets, its instructions or its model, is what the agent
 from __future__ import annotations
 
 import importlib
-import socket
 import sys
 
 import pytest
@@ -16,9 +15,8 @@ from openai import AsyncOpenAI  # noqa: E402
 
 from optimas_cli.adapters.openai_agents import OpenAIAgentComponent  # noqa: E402
 from optimas_cli.errors import LMCallFailed, UserError  # noqa: E402
-from optimas_cli.system import CompoundSystem, ConfigKind, RunContext, RunLedger  # noqa: E402
-
-QUESTIONS = [{"question": "What is 2+2?"}, {"question": "What is the capital of France?"}]
+from optimas_cli.system import ConfigKind, RunContext, RunLedger  # noqa: E402
+from tests.agent_checks import QUESTIONS, closed_api_base, run  # noqa: E402
 
 
 def run_config(api_base: str) -> RunConfig:
@@ -31,14 +29,6 @@ def answerer(model: str, api_base: str, **options) -> OpenAIAgentComponent:
     return OpenAIAgentComponent(agent, "answerer", inputs={"question": "Question"}, output="answer",
                                 run_config=run_config(api_base), **options)
 
-
-def run(component, value, proxy, **ctx_settings):
-    """The one-component system on QUESTIONS with `value`: ({question: answer}, the requests sent, ledger)."""
-    system = CompoundSystem([component], inputs=["question"], outputs=["answer"])
-    ctx = RunContext(ledger=RunLedger(1), **ctx_settings)
-    proxy.clear()
-    trajectories = system.run(QUESTIONS, system.default_config().replace("answerer", value), ctx)
-    return {t.example["question"]: t.final(["answer"])["answer"] for t in trajectories}, proxy.exchanges[:], ctx.ledger
 
 
 def test_the_instruction_optimas_sets_is_the_system_message_the_agent_sends(served_two_tiny_models):
@@ -76,9 +66,7 @@ def test_given_models_the_model_is_the_configuration_and_the_server_answers_with
 
 def test_a_server_that_is_gone_stops_the_run_in_one_line(served_two_tiny_models):
     _, model, _ = served_two_tiny_models
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    closed = closed_api_base()
     component = answerer(model, closed)
     with pytest.raises(LMCallFailed) as failed:
         component.execute(QUESTIONS[:1], component.default, RunContext(ledger=RunLedger(1)))
