@@ -80,6 +80,16 @@ def apply(config: dict, entry: Mapping) -> None:
         config[entry["component"]] = entry["proposal"]
 
 
+def changes(entry: Mapping) -> bool:
+    """Whether a history entry changed the configuration: accepted, with a proposal."""
+    return bool(entry["accepted"]) and entry.get("proposal") is not None
+
+
+def moved_by(history: Sequence[Mapping], runs: float) -> bool:
+    """Whether the run left its initial configuration by `runs` executed runs (an accepted change by then)."""
+    return any(changes(e) and float(e["runs_so_far"]) <= runs for e in history)
+
+
 def curve(instance, default: Mapping, history: Sequence[Mapping], examples: Sequence[dict],
           picks: Sequence[Mapping[str, str]], optimum: float) -> list[tuple[float, float]]:
     """(executed runs, regret) after each history entry, the configuration rebuilt from the accepted ones.
@@ -104,7 +114,7 @@ def curve(instance, default: Mapping, history: Sequence[Mapping], examples: Sequ
     config, points = dict(default), []
     current = regret(config)
     for entry in history:
-        if entry["accepted"] and entry.get("proposal") is not None:
+        if changes(entry):
             apply(config, entry)
             current = regret(config)
         points.append((float(entry["runs_so_far"]), current))

@@ -12,7 +12,6 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from optimas_cli.report.regret import regret_at
 from optimas_cli.report.runs import Run
 from optimas_cli.report.synthetic_brackets import bracket_table, lrf_by_pairs, paid_brackets, with_interval
 from optimas_cli.report.synthetic_grid import (
@@ -22,24 +21,34 @@ from optimas_cli.report.synthetic_grid import (
     Grid,
     grid_of,
     mean_of,
+    ordered,
+    regret_at_share,
     regrets_of,
 )
-from optimas_cli.report.synthetic_plot import plot_phase_map
+from optimas_cli.report.synthetic_plan import cells_run, committed_plan
+from optimas_cli.report.synthetic_plot import plot_closed_share, plot_phase_map
+from optimas_cli.report.synthetic_readings import readings_table
 from optimas_cli.report.synthetic_verdict import against_global, fmt, verdict
+from optimas_cli.report.synthetic_verdict_v2 import verdict as verdict_v2
 
 SHARES = (0.1, 0.25, 0.5, 1.0)  # the anytime table's readings, as shares of the cap
+DOUBLED_SHARES = (*SHARES, 2.0)  # the second phase map's runs go on to twice the cap
 TITLE = "Synthetic benchmark: regret against the exact optimum"
 
 
 def section(runs: Sequence[Run], out: Path) -> str | None:
     """The section's Markdown, with synthetic_runs.csv, synthetic_curves.csv and plots/phase_map.png written
-    into `out`; None when no run is synthetic."""
+    into `out`; None when no run is synthetic. The second phase map (every cell run to twice its cap) is judged
+    by its own committed rule."""
     grid = grid_of(runs)
     if grid is None:
         return None
     write_tables(grid, out)
-    plot = plot_phase_map(grid, out / "plots" / "phase_map.png")
-    lines = report_lines(grid, None if plot is None else f"plots/{plot.name}")
+    path = out / "plots" / "phase_map.png"
+    if grid.doubled:
+        lines = report_lines(grid, second_map_lines(grid, path), DOUBLED_SHARES)
+    else:
+        lines = report_lines(grid, first_map_lines(grid, plot_phase_map(grid, path)))
     return "\n".join(lines) + "\n"
 
 
@@ -63,17 +72,12 @@ def grid_line(grid: Grid) -> str:
             f"conf/experiment/synthetic_method/ named by its run_label: {', '.join(grid.methods)}.")
 
 
-def report_lines(grid: Grid, plot: str | None, shares: Sequence[float] = SHARES) -> list[str]:
-    rows = [r for r in grid.rows if r["method"] in grid.methods]  # the method tables: the methods alone
-    reg = regrets_of(rows)
-    lines = [f"## {TITLE}", "", grid_line(grid), "",
-             f"{len(rows)} of {grid.planned()} runs measured (each cell's seeds x the methods). Regret = optimum − "
-             "reached expected test score (exact, over the run's test requests); mean over seeds with the seed-level "
-             "95% interval (Student t; none for one seed).", ""]
-    if grid.problems:
-        lines += [f"Not measured: {', '.join(f'{folder} ({why})' for folder, why in grid.problems)}.", ""]
-    lines += ["### Verdict", "", *verdict(reg, grid), "", "### Phase map", ""]
-    lines += [f"![phase map]({plot})", ""] if plot else []
+def first_map_lines(grid: Grid, plot: Path | None) -> list[str]:
+    """The first phase map's verdict (report/synthetic_verdict.py) and its map: per cell, the lowest mean regret
+    and learned Optimas against the best global search."""
+    reg = regrets_of(r for r in grid.rows if r["method"] in grid.methods)
+    lines = ["### Verdict", "", *verdict(reg, grid), "", "### Phase map", ""]
+    lines += [f"![phase map](plots/{plot.name})", ""] if plot else []
     lines += ["| cell | seeds | lowest mean regret | best global search | Optimas − best global search [95% CI] |",
               "|---|---|---|---|---|"]
     for cell in grid.cells:
@@ -85,6 +89,32 @@ def report_lines(grid: Grid, plot: str | None, shares: Sequence[float] = SHARES)
         gap = "-" if diff is None else f"{diff.estimate:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
         seeds = {s for (c, _), by_seed in reg.items() if c == cell.name for s in by_seed}
         lines.append(f"| {cell.name} | {len(seeds)} | {winner} {measured[winner]:.3f} | {best or '-'} | {gap} |")
+    return lines
+
+
+def second_map_lines(grid: Grid, path: Path) -> list[str]:
+    """The second phase map's (issue 59): which of its planned cells ran, the verdict by its committed rule
+    (report/synthetic_verdict_v2.py), its figure (written to `path`) and its readings at ½x, 1x and 2x the cap."""
+    plan = committed_plan()
+    judged = verdict_v2(grid, plan)
+    cells = [*plan.cells, *(c for c in grid.cells if c not in plan.cells)]
+    methods = ordered({*plan.methods, *grid.methods})
+    plot = plot_closed_share(grid, cells, methods, plan.headline, judged.summary, path)
+    return ["### Cells run", "", *cells_run(grid, plan), "", "### Verdict", "", *judged.lines, "", "### Phase map", "",
+            f"![phase map](plots/{plot.name})", "", *readings_table(grid, [c for c in cells if c in grid.cells], methods)]
+
+
+def report_lines(grid: Grid, head: list[str], shares: Sequence[float] = SHARES) -> list[str]:
+    """The section: what the runs span, then `head` (the verdict and the map), then the tables every grid has."""
+    rows = [r for r in grid.rows if r["method"] in grid.methods]  # the method tables: the methods alone
+    reg = regrets_of(rows)
+    lines = [f"## {TITLE}", "", grid_line(grid), "",
+             f"{len(rows)} of {grid.planned()} runs measured (each cell's seeds x the methods). Regret = optimum − "
+             "reached expected test score (exact, over the run's test requests); mean over seeds with the seed-level "
+             "95% interval (Student t; none for one seed).", ""]
+    if grid.problems:
+        lines += [f"Not measured: {', '.join(f'{folder} ({why})' for folder, why in grid.problems)}.", ""]
+    lines += head
     groups = [(cell, m, got) for cell in grid.cells for m in grid.methods
               if (got := [r for r in rows if r["cell"] == cell.name and r["method"] == m])]
     lines += ["", "### Regret at the cap", "",
@@ -122,8 +152,7 @@ def anytime_table(groups, shares: Sequence[float]) -> list[str]:
              "(synthetic_curves.csv; Optimas-family `lrf` routers at their final picks).", "",
              "| cell | method | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(shares)]
     for cell, m, got in groups:
-        cells = [statistics.fmean(regret_at(r["curve"], share * r["cap"], r["optimum"] - r["initial"]) for r in got)
-                 for share in shares]
+        cells = [statistics.fmean(regret_at_share(r, cell, share) for r in got) for share in shares]
         lines.append(f"| {cell.name} | {m} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
     return lines
 

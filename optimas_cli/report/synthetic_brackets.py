@@ -56,10 +56,15 @@ def loop_runs(row: Mapping) -> float:
     return round(row["executed_runs"] - stage1_runs(row) - row["adaptation"], 4)  # optimization_runs' precision
 
 
-def charged_oracle(oracle: Mapping, learned: Mapping) -> float:
+def charged_at(learned: Mapping, cap: float | None = None) -> float:
+    """Where the charged oracle is read: the cap (`cap`, else learned Optimas' own) minus its Stage 1 runs."""
+    return (learned["cap"] if cap is None else cap) - stage1_runs(learned)
+
+
+def charged_oracle(oracle: Mapping, learned: Mapping, cap: float | None = None) -> float:
     """The oracle's regret on its anytime curve at the cap minus the Stage 1 runs learned Optimas paid (same cell and
-    seed): the oracle as if it had paid that Stage 1."""
-    return regret_at(oracle["curve"], learned["cap"] - stage1_runs(learned), oracle["optimum"] - oracle["initial"])
+    seed): the oracle as if it had paid that Stage 1. `cap`: a reading other than learned Optimas' own cap."""
+    return regret_at(oracle["curve"], charged_at(learned, cap), oracle["optimum"] - oracle["initial"])
 
 
 def matched_random(random: Mapping, learned: Mapping) -> float:
@@ -105,7 +110,7 @@ def paid_brackets(grid: Grid) -> list[str]:
             ("oracle, free", [r["regret"] for r in got[ORACLE]], spent(got[ORACLE])),
             ("oracle, charged Optimas' Stage 1", [charged_oracle(o, lr) for o, lr in charged],
              (f"{mean_runs([stage1_runs(lr) for _, lr in charged])} charged", "0",
-              f"read at {mean_runs([lr['cap'] - stage1_runs(lr) for _, lr in charged])}")),
+              f"read at {mean_runs([charged_at(lr) for _, lr in charged])}")),
             ("exact-label LRF", [r["regret"] for r in got[EXACT_LABELS]], spent(got[EXACT_LABELS])),
             ("random reward, full cap", [r["regret"] for r in got[RANDOM]], spent(got[RANDOM])),
             ("random reward, matched loop spend", [matched_random(r, lr) for r, lr in matched],

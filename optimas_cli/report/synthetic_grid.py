@@ -14,19 +14,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optimas_cli.errors import UserError
-from optimas_cli.report.regret import measured
+from optimas_cli.report.regret import measured, regret_at
 from optimas_cli.report.runs import Run
 from optimas_cli.system.budget import optimization_runs
 
 # Display order of the methods the tables compare (a method not listed follows, by name): learned Optimas and
 # its variants, the two brackets of the local reward, the global searches, the rest.
-ORDER = ("optimas", "optimas_paper", "optimas_no_adapt", "optimas_oracle", "random_reward", "coordinate_ascent",
-         "global_reward", "tpe", "hbc")
+ORDER = ("optimas", "optimas_paper", "optimas_no_adapt", "optimas_oracle", "optimas_exact_labels", "random_reward",
+         "coordinate_ascent", "global_reward", "tpe", "hbc")
 GLOBAL_SEARCHES = ("coordinate_ascent", "global_reward", "tpe")
 LEARNED, ORACLE, RANDOM, EXACT_LABELS = "optimas", "optimas_oracle", "random_reward", "optimas_exact_labels"
-# A bracket, not a method: the learned LRF with exact labels needs the simulator's exact reward. The brackets'
-# table shows it; the method tables and the verdict compare the methods alone.
+# A bracket, not a method, in the first phase map: the learned LRF with exact labels needs the simulator's exact
+# reward. The brackets' table shows it; the method tables and the verdict compare the methods alone. The second
+# map (every cell doubled) runs it as one of its methods.
 BRACKET_ONLY = (EXACT_LABELS,)
+CAP_PER_COMPONENT = 90  # the phase maps' cap: 90 K executed optimization runs per cell (docs/synthetic.md)
 OVERSHOOT_SHARE = 0.05  # a run with fewer than two history entries: overshoot flagged above this share of the cap
 # executed runs per phase (ledger.by_phase), in the loop's order; the rest but the final checks is "other"
 PHASES = {"collection": ("lrf_collection", "reference_collection"), "LRF training": ("lrf_training",),
@@ -48,6 +50,16 @@ class Cell:
     def name(self) -> str:
         return f"o{self.options}-K{self.k}-{self.interaction}" + ("" if self.metric == "mean" else f"-{self.metric}")
 
+    @property
+    def doubled(self) -> bool:
+        """Run to twice the cell's cap of 90 K, as the second phase map runs (issue 59): read at 1/2x, 1x and 2x."""
+        return self.cap == 2 * CAP_PER_COMPONENT * self.k
+
+    @property
+    def reference_cap(self) -> float:
+        """The cap the readings of the anytime curve are shares of: 90 K for a doubled cell, else its own cap."""
+        return CAP_PER_COMPONENT * self.k if self.doubled else self.cap
+
 
 @dataclass
 class Grid:
@@ -58,6 +70,11 @@ class Grid:
 
     def seeds(self, cell: Cell) -> list[int]:
         return sorted({r["seed"] for r in self.rows if r["cell"] == cell.name})
+
+    @property
+    def doubled(self) -> bool:
+        """Every cell run to twice its cap: the second phase map (issue 59), reported by its own rule."""
+        return bool(self.cells) and all(c.doubled for c in self.cells)
 
     def planned(self) -> int:
         """Runs of the grid the rows span: each cell's seeds x the methods."""
@@ -146,9 +163,24 @@ def grid_of(runs: Iterable[Run]) -> Grid | None:
             continue
         grid.rows.append(row)
     grid.cells = sorted(cells.values())
-    present = {r["method"] for r in grid.rows} - set(BRACKET_ONLY)
-    grid.methods = [m for m in ORDER if m in present] + sorted(present - set(ORDER))
+    grid.methods = ordered({r["method"] for r in grid.rows} - set(() if grid.doubled else BRACKET_ONLY))
     return grid
+
+
+def ordered(methods: Iterable[str]) -> list[str]:
+    """`methods` in the tables' display order (ORDER, then any other by name)."""
+    present = set(methods)
+    return [m for m in ORDER if m in present] + sorted(present - set(ORDER))
+
+
+def runs_at(row: Mapping, cell: Cell, share: float) -> float:
+    """`share` of the cell's reference cap in executed runs (of the run's own spend where the cell has no cap)."""
+    return share * (cell.reference_cap or row["cap"])
+
+
+def regret_at_share(row: Mapping, cell: Cell, share: float) -> float:
+    """The run's regret read on its anytime curve at `share` of its cell's reference cap."""
+    return regret_at(row["curve"], runs_at(row, cell, share), row["optimum"] - row["initial"])
 
 
 # -- regret per (cell, method, seed) ----------------------------------------------------------------------

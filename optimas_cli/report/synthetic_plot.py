@@ -1,10 +1,15 @@
 """The synthetic report's phase map: per interaction, options x K, Optimas' mean regret minus the best global
-search's (blue: Optimas lower), with the cell's lowest-regret method."""
+search's (blue: Optimas lower), with the cell's lowest-regret method; for the second phase map (issue 59), the share
+of the initial regret each method closed per cell, with its verdict."""
 from __future__ import annotations
 
+import statistics
+import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
-from optimas_cli.report.synthetic_grid import LEARNED, Grid, mean_of, regrets_of
+from optimas_cli.report.synthetic_grid import LEARNED, Cell, Grid, mean_of, regrets_of
+from optimas_cli.report.synthetic_readings import AT_CAP, DID_NOT_MOVE, read
 from optimas_cli.report.synthetic_verdict import against_global
 
 
@@ -49,6 +54,48 @@ def plot_phase_map(grid: Grid, path: Path) -> Path | None:
         ax.set_yticks(range(len(options)), [f"{o} options" for o in options])
         ax.set_title(f"interaction={interaction}")
     fig.suptitle("Optimas − best global search, mean regret (blue: Optimas lower) [seed-level 95% CI]", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_closed_share(grid: Grid, cells: Sequence[Cell], methods: Sequence[str], headline: Cell, summary: str,
+                      path: Path) -> Path:
+    """The second phase map (issue 59): per cell (a row, in `cells`' order) and method, the share of the initial
+    regret closed at 1x the cap; the headline cell outlined, a method that did not move hatched, the verdict on top."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    at = read(grid, AT_CAP)
+    values = np.full((len(cells), len(methods)), np.nan)
+    fig, ax = plt.subplots(figsize=(1.3 * len(methods) + 2.5, 0.42 * len(cells) + 2.2))
+    for i, cell in enumerate(cells):
+        for j, m in enumerate(methods):
+            got = at.get((cell.name, m))
+            if got is None:
+                ax.text(j, i, "not run", ha="center", va="center", fontsize=7, color="grey")
+                continue
+            if not got.moved:  # left uncoloured: a method that did nothing is not ranked
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="grey", lw=0))
+                ax.text(j, i, DID_NOT_MOVE, ha="center", va="center", fontsize=7)
+                continue
+            values[i, j] = statistics.fmean(got.closed.values())
+            ax.text(j, i, f"{values[i, j]:.0%}", ha="center", va="center", fontsize=7, color="white"
+                    if values[i, j] < 0.5 else "black")
+    image = ax.imshow(values, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    fig.colorbar(image, ax=ax, fraction=0.03, label="share of the initial regret closed")
+    if headline in cells:
+        row = cells.index(headline)
+        ax.add_patch(Rectangle((-0.5, row - 0.5), len(methods), 1, fill=False, edgecolor="red", lw=2.5))
+    ax.set_xticks(range(len(methods)), methods, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(cells)), [c.name + (" (headline)" if c == headline else "") for c in cells], fontsize=8)
+    ax.set_title("Share of the initial regret closed at 1x the cap (90 K executed runs), mean over seeds;\n"
+                 f"hatched: {DID_NOT_MOVE}\n{textwrap.fill(summary, 110)}", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
