@@ -15,7 +15,7 @@ export OMP_WAIT_POLICY := PASSIVE
 # Real data lives beside the checkout in ../shared/data unless the user points elsewhere.
 export OPTIMAS_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup run test lint bench reproduce clean
+.PHONY: setup run test test-slow lint bench reproduce clean
 
 setup: $(STAMP)
 
@@ -31,9 +31,12 @@ run: $(STAMP)
 	$(BIN)/optimas run pipeline=hotpotqa
 
 # One worker per core; a test file stays on one worker, so its module fixtures (a finished run, a served model)
-# are built once.
+# are built once. Tests marked slow (real-model runs of minutes each) run in `make test-slow`.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto --dist loadfile
+	$(BIN)/python -m pytest -q -n auto --dist loadfile -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -n auto --dist loadfile -m slow
 
 # Style, then the layering (.importlinter: imports point down, no circles, pipelines use the public API).
 lint: $(STAMP)

@@ -214,7 +214,9 @@ def as_set(calls) -> list:
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("program", ["rag", "branch"])
+# Each round trip is two minutes of SmolLM2 on a CPU: the branch program (both predictors, a condition) runs in
+# CI, the retriever program in `make test-slow`.
+@pytest.mark.parametrize("program", [pytest.param("rag", marks=pytest.mark.slow), "branch"])
 def test_dspy_running_the_saved_program_gives_the_outputs_we_evaluated(program, tmp_path):
     """Greedy SmolLM2-135M: our evaluation of an optimized configuration, and DSPy's own run of the program it
     saves (its own LM client, litellm to the embedded provider), send the same prompts, get the same completions

@@ -168,6 +168,7 @@ def test_transformers_serve_of_a_greedy_folder_is_refused_with_its_fix(tmp_path)
 
 
 @pytest.mark.real_model
+@pytest.mark.slow  # a served optimization, 2-3 minutes; the greedy refusal above serves the same model in CI
 @pytest.mark.skipif(not (DATA / "pubmedqa").exists(), reason="needs the shared data folder")
 def test_transformers_serve_of_the_converted_folder_collects_pairs_and_runs(tmp_path):
     folder = model_path()

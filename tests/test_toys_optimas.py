@@ -27,9 +27,10 @@ def composed(pipeline: str):
 @pytest.mark.parametrize(
     "pipeline, aligned, per_query",
     [
-        ("toy_retriever", 0.85, ["B", "B", "B", "B"]),
+        # The model selector's case is the quickest (45 s); the other two take minutes each: `make test-slow`.
+        pytest.param("toy_retriever", 0.85, ["B", "B", "B", "B"], marks=pytest.mark.slow),
         ("toy_model_selector", 5 / 6, ["X", "Y", "Y", "X", None, "Y"]),
-        ("toy_hint", 0.81, ["long", "long", "long", "long", "short"]),
+        pytest.param("toy_hint", 0.81, ["long", "long", "long", "long", "short"], marks=pytest.mark.slow),
     ],
 )
 def test_optimas_recovers_the_aligned_choice(tmp_path, pipeline, aligned, per_query):
