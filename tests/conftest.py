@@ -15,6 +15,19 @@ from optimas_cli.environment import prepare_process  # noqa: E402
 
 prepare_process()  # what the `optimas` command sets up before torch, litellm and textgrad load
 
+# The files that take most CPU (per-test rusage of a full run, 2026-12-07), longest first. They start first: `-n auto
+# --dist loadfile` hands files to workers in collection order, and a long file handed out last ran alone at the end
+# (the plan grid, 2 of the suite's 16 minutes).
+LONG_FILES = ("test_plan_grid.py", "test_faults_under_load.py", "test_lm_server_runs.py", "test_served_sampling.py",
+              "test_methods_sysdpo_reinforce.py", "test_bigcodebench_judge.py", "test_loop_adaptation.py",
+              "test_budget_resume.py", "test_plan.py", "test_lrf_train.py", "test_config_schema.py",
+              "test_own_pipeline.py", "test_tracking.py", "test_sweeps.py", "test_device_check.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its own order
+
 TINY_MODEL = "local/tiny-llama"
 
 

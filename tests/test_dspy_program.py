@@ -214,9 +214,8 @@ def as_set(calls) -> list:
 
 
 @pytest.mark.real_model
-# Each round trip is two minutes of SmolLM2 on a CPU: the branch program (both predictors, a condition) runs in
-# CI, the retriever program in `make test-slow`.
-@pytest.mark.parametrize("program", [pytest.param("rag", marks=pytest.mark.slow), "branch"])
+@pytest.mark.slow  # two minutes of SmolLM2 each on a CPU (make test-slow); the tests above run programs on tiny models
+@pytest.mark.parametrize("program", ["rag", "branch"])
 def test_dspy_running_the_saved_program_gives_the_outputs_we_evaluated(program, tmp_path):
     """Greedy SmolLM2-135M: our evaluation of an optimized configuration, and DSPy's own run of the program it
     saves (its own LM client, litellm to the embedded provider), send the same prompts, get the same completions
