@@ -52,7 +52,8 @@ RATE = Number(above=0)  # learning rates and sampling temperatures that must mov
 LORA = Node({"r": Integer(1), "alpha": Integer(1)})  # what optim/node_policies.py reads of method.lora
 # numpy's seed range (np.random.seed, transformers' set_seed): a larger seed passed every check and failed mid-run
 SEED = Integer(0, 2**32 - 1)
-PROGRAM = Text(r"[\w.]+:[\w.]+", "module:attribute", null=True)  # pipeline=dspy's program (top-level `program`)
+PROGRAM = Text(r"([\w.]+|[\w./-]+\.py):[\w.]+", "module:attribute or path/to/file.py:attribute",
+               null=True)  # pipeline=dspy's program (top-level `program`)
 BACKBONE = Text(r"\S.*", "a Hugging Face model id or a local model folder")  # '' failed at the first model load
 
 # The run's keys outside the groups (that others interpolate, or that the flows read); every other top-level

@@ -90,19 +90,29 @@ def mean_on(floor: Floor, keys: list[str] | None) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def floors_module(pipeline: str):
-    try:
-        return importlib.import_module(f"optimas_pipelines.{pipeline}.floors")
-    except ModuleNotFoundError as exc:
-        if exc.name not in (f"optimas_pipelines.{pipeline}.floors", f"optimas_pipelines.{pipeline}", "optimas_pipelines"):
-            raise
-        return None
+def floors_module(pipeline: str, target: str | None = None):
+    """optimas_pipelines/<pipeline>/floors.py, else the floors.py beside the build() the runs were made with
+    (`target`, their pipeline._target_: a pipeline=dspy run is named after its program, dspy_<module>)."""
+    packages = [f"optimas_pipelines.{pipeline}"]
+    if target and target.startswith("optimas_pipelines.") and target.rpartition(".")[0] not in packages:
+        packages.append(target.rpartition(".")[0])
+    for package in packages:
+        try:
+            return importlib.import_module(f"{package}.floors")
+        except ModuleNotFoundError as exc:
+            if exc.name not in (f"{package}.floors", package, "optimas_pipelines"):
+                raise
+    return None
+
+
+def _target(config: dict) -> str | None:
+    return (config.get("pipeline") or {}).get("_target_")
 
 
 def pipeline_floors(runs: list[Run]) -> PipelineFloors:
     """The floors of the runs' pipeline on the test examples they scored (the first traced run's, which every
     run of a pipeline shares), learned from the smallest training split any of them saw."""
-    module = floors_module(runs[0].pipeline)
+    module = floors_module(runs[0].pipeline, _target(runs[0].results.get("config") or {}))
     if module is None:
         return PipelineFloors((), {}, f"none declared (no pipelines/{runs[0].pipeline}/floors.py)", declared=False)
     traced = sorted((r for r in runs if predictions_path(r.files) is not None), key=lambda r: str(r.folder))
@@ -116,8 +126,8 @@ def pipeline_floors(runs: list[Run]) -> PipelineFloors:
 
 @lru_cache(maxsize=32)
 def _computed(pipeline: str, folder: str, config_json: str) -> PipelineFloors:
-    module = floors_module(pipeline)
     config = json.loads(config_json)
+    module = floors_module(pipeline, _target(config))
     data_dir = config.get("data_dir")
     if data_dir and not Path(data_dir).exists():  # a run folder moved from another machine: use $OPTIMAS_DATA_DIR
         config["data_dir"] = None

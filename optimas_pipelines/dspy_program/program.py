@@ -3,12 +3,16 @@
 The convention (docs/own_pipeline.md): the program's module holds, beside the program, `trainset`, `devset`
 and `testset` (lists of dspy.Example with their inputs marked by .with_inputs(...)) and `metric(example,
 prediction, trace=None)`, DSPy's own metric signature; the pipeline's keys name other attributes, or
-`module:attribute` elsewhere. The module imports dspy, never optimas.
+`module:attribute` elsewhere. The module imports dspy, never optimas. A module is an importable name or a .py
+file's path (`examples/dspy_program/rag.py:program`), imported as `python FILE` imports it: its folder first on
+the import path, so the modules beside it import as they do when the program runs on its own.
 """
 from __future__ import annotations
 
 import importlib
 import re
+import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -36,15 +40,33 @@ def resolve(spec: str, home: ModuleType | None, key: str) -> Any:
         if not sep or not module_name or not attribute:
             raise UserError(f"pipeline.{key}={spec!r} is not module:attribute",
                             f"name it like my_program:{key}, the module importable from where optimas runs")
-        try:
-            home = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise UserError(f"cannot import pipeline.{key} module {module_name!r} ({type(exc).__name__}: {exc})",
-                            "run optimas from the folder that holds it, or add that folder to PYTHONPATH") from None
+        home = import_module(module_name, key)
         spec = attribute
     if not hasattr(home, spec):
         raise UserError(f"{home.__name__} has no {spec!r} (pipeline.{key})", f"define it there; {HOW}")
     return getattr(home, spec)
+
+
+def import_module(name: str, key: str) -> ModuleType:
+    """The module `name`: importable from here, or a .py file's path (its folder goes first on the import path)."""
+    if name.endswith(".py"):
+        path = Path(name).resolve()
+        if not path.is_file():
+            raise UserError(f"pipeline.{key} file {name} does not exist", "give the .py file's path from where optimas "
+                            "runs, or an importable module name")
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        name = path.stem
+        loaded = sys.modules.get(name)
+        if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() != path:
+            raise UserError(f"pipeline.{key} file {path} and the already imported module {name!r} "
+                            f"({getattr(loaded, '__file__', None)}) share one name", "rename the file")
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise UserError(f"cannot import pipeline.{key} module {name!r} ({type(exc).__name__}: {exc})",
+                        "run optimas from the folder that holds it, add that folder to PYTHONPATH, or give the "
+                        "file's path (path/to/module.py:attribute)") from None
 
 
 def load_program(spec: str | None) -> tuple[dspy.Module, ModuleType]:
@@ -52,7 +74,7 @@ def load_program(spec: str | None) -> tuple[dspy.Module, ModuleType]:
     if not spec:
         raise UserError("pipeline=dspy needs the program to optimize", "add program=my_module:my_program")
     found = resolve(spec, None, "program")
-    home = importlib.import_module(spec.partition(":")[0])
+    home = import_module(spec.partition(":")[0], "program")
     if isinstance(found, type) and issubclass(found, dspy.Module):
         found = found()
     if not isinstance(found, dspy.Module):

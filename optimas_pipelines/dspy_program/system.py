@@ -129,7 +129,7 @@ def build_program_pipeline(program: str | None, trainset: str, devset: str, test
         return updated
 
     splits = Splits(*([example.toDict() for example in data[key]] for key in SPLITS))
-    module = program.partition(":")[0].rpartition(".")[2]
+    module = home.__name__.rpartition(".")[2]
     info = {"program": program, "predictors": {name: path for name, (path, _) in predictors.items()},
             "call_order": order, "traced_examples": min(len(data["trainset"]), TRACED_EXAMPLES)}
     return Pipeline(f"dspy_{module}", system, splits,
