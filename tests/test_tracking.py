@@ -8,6 +8,7 @@ import csv
 import json
 import shutil
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -102,11 +103,28 @@ def test_an_mlflow_sweep_is_one_parent_run_with_a_child_per_job(tmp_path):
     assert parent.data.metrics["test.mean.best"] == max(c.data.metrics["test.mean"] for c in children.values())
 
 
-def wandb_records(run_dir: Path):
+def wandb_records(run_dir: Path, timeout: float = 60.0) -> list:
+    """The records of an offline W&B run file, once it holds the run's exit record: wandb's service process can
+    still be writing the file when `run.finish()` returns (a clean-clone CI run read it with no run record)."""
+    from google.protobuf.message import DecodeError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        files = sorted(run_dir.glob("*.wandb"))
+        try:
+            records = list(_wandb_file_records(files[0])) if files else []
+        except DecodeError:  # a record cut where the writer is
+            records = []
+        if any(r.HasField("exit") for r in records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.5)
+
+
+def _wandb_file_records(path: Path):
     """The records of an offline W&B run file (LevelDB-log framing: 32 KiB blocks, 7-byte headers)."""
     from wandb.proto import wandb_internal_pb2 as pb
 
-    data = next(run_dir.glob("*.wandb")).read_bytes()
+    data = path.read_bytes()
     pos, block, pending = 7, 32768, b""  # after the file header (":W&B", magic, version)
     while pos + 7 <= len(data):
         if block - pos % block < 7:  # too little room for a header: the block is padded
@@ -131,7 +149,7 @@ def test_wandb_offline_run_holds_the_record(optimas_run, tmp_path):
     tracker = WandbTracker({"project": "t", "entity": None, "mode": "offline", "dir": str(tmp_path)})
     run_id = tracker.log(RunRecord.read(optimas_run), parent="sweep-1")
     (run_dir,) = (tmp_path / "wandb").glob(f"offline-run-*-{run_id}")
-    records = list(wandb_records(run_dir))
+    records = wandb_records(run_dir)
     results = read_results(optimas_run)
     run = next(r.run for r in records if r.HasField("run"))
     assert (run.run_group, run.job_type, run.display_name) == ("sweep-1", "run", "optimas-strict")
