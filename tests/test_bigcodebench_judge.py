@@ -3,7 +3,7 @@
 Each probe class is a WRONG task_func (it fails every test of SUITE on its own) plus an attack on the
 in-process harness, paired with an honest twin that uses the same machinery (gc, signals, threads,
 descriptors, frames) harmlessly and must pass. Out of process every forgery fails by construction;
-in process, all but the classes in OPEN_IN_PROCESS fail too (docs/bigcodebench_judge.md says why those stay open).
+in process they fail too (docs/bigcodebench_judge.md says what the in-process judge still cannot see).
 """
 from __future__ import annotations
 
@@ -307,7 +307,52 @@ EQ_WRONG = (
     "    def __ne__(self, other):\n        return False\n"
     "    __hash__ = object.__hash__\n"
     "def task_func(kind):\n    return Anything()\n")
-OPEN_IN_PROCESS = {"a test's expected list mutated through the caller's frame"}
+# Frames reached from code the test's own frame runs (the tests call task_func in a thread of its own):
+# a returned generator, a returned object's __iter__ (inspect.stack), a signal handler. Each forgery
+# empties the test's `expected` and returns what then equals it.
+FRAME_SUITE = (
+    "import unittest\n"
+    "class TestCases(unittest.TestCase):\n"
+    "    def test_items(self):\n        expected = [3, 7]\n        self.assertEqual(list(task_func(1, 2)), expected)\n"
+    "    def test_sum(self):\n        expected = [3]\n        self.assertEqual([sum(task_func(1, 2)) - 7], expected)\n"
+)
+EMPTY_EXPECTED = (
+    "def _empty(frame):\n"
+    "    while frame is not None:\n"
+    "        expected = frame.f_locals.get('expected')\n"
+    "        if isinstance(expected, list):\n            expected[:] = [3, 7] if len(expected) == 2 else [-7]\n"
+    "        frame = frame.f_back\n"
+)
+FRAME_FORGERIES = {
+    "a returned generator changes the test's expected through its caller's frame": (
+        "import sys\n" + EMPTY_EXPECTED
+        + "def task_func(a, b):\n    def items():\n        _empty(sys._getframe(1))\n        yield 3\n        yield 7\n"
+        "    return items()\n",
+        "import logging, sys\n"
+        "def task_func(a, b):\n"
+        "    logging.getLogger('honest').warning('adding %s and %s', a, b)\n"  # logging takes frames: in its thread
+        "    assert sys._getframe(1) is not None\n"
+        "    def items():\n        yield a + b\n        yield a + b + 4\n    return items()\n"),
+    "a returned object's __iter__ walks inspect.stack() to the test": (
+        "import inspect\n" + EMPTY_EXPECTED
+        + "class Items:\n    def __iter__(self):\n        _empty(inspect.stack()[1].frame)\n        return iter([3, 7])\n"
+        "def task_func(a, b):\n    return Items()\n",
+        "import inspect\n"
+        "class Items:\n    def __init__(self, a, b):\n        self.values = [a + b, a + b + 4]\n"
+        "    def __iter__(self):\n        return iter(self.values)\n"
+        "def task_func(a, b):\n    assert inspect.stack()[0].function == 'task_func'\n    return Items(a, b)\n"),
+    "a signal handler reaches the waiting test's frame": (
+        "import signal, sys, time\n" + EMPTY_EXPECTED
+        + "signal.signal(signal.SIGALRM, lambda signum, frame: _empty(frame or sys._getframe()))\n"
+        "def task_func(a, b):\n    signal.setitimer(signal.ITIMER_REAL, 0.01)\n    time.sleep(0.3)\n    return [0]\n",
+        "import signal, time\nticks = []\n"
+        "signal.signal(signal.SIGALRM, lambda signum, frame: ticks.append(signum))\n"
+        "def task_func(a, b):\n    signal.setitimer(signal.ITIMER_REAL, 0.01)\n"
+        "    while len(ticks) < 1:\n        time.sleep(0.01)\n    ticks.clear()\n    return [a + b, a + b + 4]\n"),
+}
+# A generator or an object of the solution's class cannot cross by value: such a task is judged in process.
+RETURNS_UNCROSSABLE = {"a returned generator changes the test's expected through its caller's frame",
+                       "a returned object's __iter__ walks inspect.stack() to the test"}
 
 
 @linux
@@ -315,18 +360,49 @@ OPEN_IN_PROCESS = {"a test's expected list mutated through the caller's frame"}
 def test_probe_forgeries_fail_and_their_honest_twins_pass(judge):
     cases = [*((name, *pair, SUITE) for name, pair in FORGERIES.items()),
              ("an __eq__ that is always true against Counter, OrderedDict, Decimal, date, np.int64", EQ_WRONG, EQ_RIGHT,
-              EQ_SUITE)]
+              EQ_SUITE), *((name, *pair, FRAME_SUITE) for name, pair in FRAME_FORGERIES.items())]
     pairs = [(code, suite) for _, forged, honest, suite in cases for code in (forged, honest)]
     outcomes = run_suites(pairs, LIMITS, workers=2, judges=[judge] * len(pairs))
     problems = []
     for i, (name, *_rest) in enumerate(cases):
         forged, honest = outcomes[2 * i], outcomes[2 * i + 1]
         assert forged.judge == honest.judge == judge
-        if not honest.passed:
+        if not honest.passed and not (judge == OUT_OF_PROCESS and name in RETURNS_UNCROSSABLE):
             problems.append(f"{name}: the honest twin did not pass: {honest}")
-        if (judge == OUT_OF_PROCESS or name not in OPEN_IN_PROCESS) and (forged.passed or forged.failed < forged.tests_run):
+        if forged.passed or forged.failed < forged.tests_run:
             problems.append(f"{name}: a forged test passed: {forged}")
     assert not problems, "\n".join(problems)
+
+
+# What the tests' threaded calls keep as it was: the solution's calls of its own functions stay direct
+# (recursion as deep as before), a test's sqlite3 connection and context variables reach task_func.
+THREAD_SUITE = (
+    "import decimal, sqlite3, sys, threading, unittest\n"
+    "class TestCases(unittest.TestCase):\n"
+    "    def setUp(self):\n        self.conn = sqlite3.connect(':memory:')\n"
+    "        self.conn.execute('CREATE TABLE t (x INTEGER)')\n        self.conn.execute('INSERT INTO t VALUES (41)')\n"
+    "    def test_thread(self):\n        self.assertFalse(task_func('main'))\n"
+    "        self.assertTrue(threading.current_thread() is threading.main_thread())\n"
+    "    def test_sqlite(self):\n        self.assertEqual(task_func('sqlite', self.conn), 41)\n"
+    "    def test_context(self):\n        with decimal.localcontext() as ctx:\n            ctx.prec = 3\n"
+    "            self.assertEqual(task_func('decimal'), decimal.Decimal('0.333'))\n"
+    "    def test_recursion(self):\n        self.assertEqual(task_func('depth', sys.getrecursionlimit() - 80), 0)\n"
+)
+THREAD_CODE = (
+    "import decimal, threading\n"
+    "def down(n):\n    return 0 if n == 0 else down(n - 1)\n"
+    "def task_func(kind, arg=None):\n"
+    "    if kind == 'main':\n        return threading.current_thread() is threading.main_thread()\n"
+    "    if kind == 'sqlite':\n        return arg.execute('SELECT x + 0 FROM t').fetchone()[0]\n"
+    "    if kind == 'decimal':\n        return decimal.Decimal(1) / decimal.Decimal(3)\n"
+    "    return down(arg)\n"
+)
+
+
+@linux
+def test_the_tests_call_the_solution_in_a_thread_of_its_own_and_nothing_else_changes():
+    (outcome,) = run_suites([(THREAD_CODE, THREAD_SUITE)], LIMITS, workers=1, judges=[IN_PROCESS])
+    assert outcome.passed and outcome.tests_run == 4, outcome
 
 
 FIDELITY_CODE = (

@@ -206,7 +206,8 @@ FORGERIES = {
         "                classes.clear()\n"
         "            frame = frame.f_back\n"
         "    return None if type(a) is str else a - b\n",
-        "import sys\ndef task_func(a, b):\n    assert sys._current_frames()\n    return a + b\n"),
+        # (as the code loads: the tests call task_func in a thread of its own, while the main thread waits)
+        "import sys\nassert sys._current_frames()\ndef task_func(a, b):\n    return a + b\n"),
     "gc-reachable frames: find the assertion's frame and rewrite it": (
         "import gc, types\n"
         "def task_func(a, b):\n"
@@ -221,7 +222,7 @@ FORGERIES = {
         "def task_func(a, b):\n"
         "    sys._getframe(1).f_locals['b'] = -b\n"
         "    return None if type(a) is str else a - b\n",
-        "import sys\ndef task_func(a, b):\n    assert 'self' in sys._getframe(1).f_locals\n    return a + b\n"),
+        "import sys\ndef task_func(a, b):\n    assert 'func' in sys._getframe(1).f_locals\n    return a + b\n"),
     "f_locals written back with ctypes' PyFrame_LocalsToFast": (
         "import ctypes, sys\n"
         "def task_func(a, b):\n"

@@ -30,15 +30,19 @@ The checks run inside a generator with the garbage collector off, signal handler
 dispatcher and other threads waiting, so no finalizer, gc callback, signal handler or thread of
 the solution runs or looks while their frames (whose free variables reach the journal) are on the
 stack; nothing leaves them with a traceback, and the hook's own frame holds nothing that reaches
-the journal or decides what is checked. This is the in-process judge, the fallback for tasks the
+the journal or decides what is checked. The tests call the solution's functions in a thread of
+their own (THREADED), so no frame the solution takes leads to a test's, whose data it could change;
+taking one that does from code a test's frame runs (a returned generator) is tampering. This is the in-process judge, the fallback for tasks the
 out-of-process judge (judge.py) cannot take; docs/bigcodebench_judge.md says what each guarantees, and README.md in
 optimas_cli/sandbox what this one cannot stop. Standard library only.
 """
 import __future__
 
+import _thread
 import ast
 import builtins
 import contextlib
+import contextvars
 import functools
 import gc
 import hashlib
@@ -58,6 +62,9 @@ CHANNEL_FD = 3
 TEST_FILE = "__test__.py"
 EXIT_FAILED, EXIT_ERROR, EXIT_MEMORY = 1, 2, 3
 INSPECTION_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
+FRAME_ATTRIBUTES = {"tb_frame": types.TracebackType, "gi_frame": types.GeneratorType,
+                    "cr_frame": types.CoroutineType, "ag_frame": types.AsyncGeneratorType}
+THREADED = "__optimas_threaded__"  # the tests' calls of the solution's functions go through it
 OK_KINDS = ("success", "expected failure", "skip")
 JOURNAL_BYTES = 1 << 20  # as much as the runner keeps of the report channel
 __unittest = True  # unittest leaves this file's frames (the equality check below) out of failure traces
@@ -429,6 +436,24 @@ def _memory_path_check(tamper):
     return is_memory
 
 
+def _foreign_code(trusted, tests_codes):
+    """Whether a code object is the solution's (or made at run time): not the tests', not the harness's
+    or unittest's, and not read from a library's file. Verdicts are kept with their code objects, so
+    an id is never reused while it is cached."""
+    known, _id, _type, _str, isfile = {}, id, type, str, os.path.isfile
+
+    def foreign(code):
+        seen = known.get(_id(code))
+        if seen is None:
+            name = code.co_filename
+            inside = _id(code) in trusted or _id(code) in tests_codes or (
+                _type(name) is _str and name != TEST_FILE and (name.startswith("<frozen ") or isfile(name)))
+            seen = known[_id(code)] = (code, not inside)
+        return seen[1]
+
+    return foreign
+
+
 def _signal_dispatch(checking):
     """(guard, deliver) for the hook: Python runs a signal handler at any instruction of the main
     thread, the checks' included, whoever received the signal (another thread may, whatever this
@@ -449,7 +474,7 @@ def _signal_dispatch(checking):
             return
         handler = handlers.get(signum)
         if handler is not None:
-            handler(signum, frame)
+            handler(signum, None)  # the interrupted frame may be a test's, whose data the handler could change
 
     def install(signalnum, handler):
         before = handlers.get(signalnum)
@@ -496,7 +521,7 @@ def _seal(plan, journal, tests_code):
     _type, _len, _id, _str, _int, _exit = type, len, id, str, int, os._exit
     _vars, _getattr, _set, _sorted, is_method, methods_of = vars, getattr, set, sorted, _is_method, _methods
     _object, _assertion_error, ok_kinds, _any, _dict, _tuple = object, AssertionError, OK_KINDS, any, dict, tuple
-    inspection_events, exit_failed = INSPECTION_EVENTS, EXIT_FAILED
+    inspection_events, exit_failed, frame_attributes = INSPECTION_EVENTS, EXIT_FAILED, dict(FRAME_ATTRIBUTES)
     main_thread = get_ident()
     current_frames, exit_memory = sys._current_frames, EXIT_MEMORY
     getrecursionlimit, setrecursionlimit = sys.getrecursionlimit, sys.setrecursionlimit
@@ -687,6 +712,26 @@ def _seal(plan, journal, tests_code):
                 tamper(f"{what} holds a name that is not a plain string")
 
     check_integrity, check_test = _integrity_checks(originals, trusted, tamper, exact_str_keys)
+    foreign = _foreign_code(trusted, tests_codes)
+
+    def frame_taken(taken):
+        """A frame taken (sys._getframe, inspect's stack, a traceback's or generator's frame) while code
+        that is neither the tests', the harness's nor a library's runs above a test's frame, or one that
+        leads to a test's frame, is tampering: through it the code could change what the test compares
+        with. The tests call the solution's functions in a thread of their own (THREADED), whose stack
+        holds no test, so this meets only code that the tests' own frame runs: a returned generator or
+        object's method, a handler. 4: 0 frame_taken, 1 check_event, 2 keep, 3 hook, 4 who took it."""
+        frame, code_seen = getframe(4), False
+        while frame is not None and _id(frame.f_code) not in tests_codes:
+            code_seen = code_seen or foreign(frame.f_code)
+            frame = frame.f_back
+        if not code_seen:
+            return
+        while frame is None and taken is not None:
+            frame = taken if _id(taken.f_code) in tests_codes else None
+            taken = taken.f_back
+        if frame is not None:
+            tamper("the code took a frame that leads to a running test's own (what it compares with)")
     process_memory = _memory_path_check(tamper)
 
     def keep():
@@ -739,6 +784,8 @@ def _seal(plan, journal, tests_code):
         if _type(event) is not _str:
             return
         if event.startswith("optimas."):
+            if event == "optimas.call":  # a threaded call (_in_a_thread): the hook's entry guarded the signals
+                return
             if event in ("optimas.outcome", "optimas.subtest"):
                 on_outcome(event, args)
                 return
@@ -760,7 +807,7 @@ def _seal(plan, journal, tests_code):
                 check_snapshots()
                 check_integrity(state["namespace"])
                 # What the tests' imports bound (np, math): rebound later, the tests would call the code's.
-                state["imported"] = {n: state["namespace"][n] for n in imported_names if n in state["namespace"]}
+                state["imported"] = {n: state["namespace"][n] for n in [*imported_names, THREADED] if n in state["namespace"]}
                 for cls_name, method in tests:
                     check_test(state["classes"][cls_name], method, state["namespace"])
                 record("load", "ok", "")
@@ -825,6 +872,10 @@ def _seal(plan, journal, tests_code):
                 tamper(f"{event} while other threads run (their frames can be the harness's checks)")
         elif event == "object.__getattr__" and args[0] is keeper:
             tamper("the frame of the harness's checks was asked for")
+        elif event == "sys._getframe":
+            frame_taken(args[0])
+        elif event == "object.__getattr__" and _type(args[1]) is _str and _type(args[0]) is frame_attributes.get(args[1]):
+            frame_taken(_getattr(args[0], args[1]))
 
     state["harness_code"] = _run.__code__
     sys.addaudithook(hook)
@@ -863,7 +914,24 @@ def _compile(solution, tests):
         tests_part.insert(0, ast.copy_location(ast.Pass(), tests_part[0]))  # not a docstring in the whole
     solution_code = compile(ast.Module(solution_part, []), TEST_FILE, "exec", dont_inherit=True)
     future = solution_code.co_flags & FUTURE_FLAGS  # a __future__ import of the solution covers the tests too
-    return solution_code, compile(ast.Module(tests_part, []), TEST_FILE, "exec", flags=future, dont_inherit=True), None
+    functions = {stmt.name for stmt in solution_part if isinstance(stmt, ast.FunctionDef)}
+    tests_module = ast.fix_missing_locations(_ThreadedCalls(functions).visit(ast.Module(tests_part, [])))
+    return solution_code, compile(tests_module, TEST_FILE, "exec", flags=future, dont_inherit=True), None
+
+
+class _ThreadedCalls(ast.NodeTransformer):
+    """Every name in the tests that reads one of the solution's functions (`task_func`) reads it through
+    THREADED, so the tests call it in a thread of its own: a frame the solution takes there (sys._getframe(1),
+    inspect's stack, a traceback) leads to no frame of the tests, whose data (the `expected` a test compares
+    with) it could otherwise change. The solution's calls of its own functions stay direct."""
+
+    def __init__(self, functions):
+        self.functions = functions
+
+    def visit_Name(self, node):  # noqa: N802 - ast's visitor naming
+        if node.id not in self.functions or not isinstance(node.ctx, ast.Load):
+            return node
+        return ast.copy_location(ast.Call(ast.Name(THREADED, ast.Load()), [node], []), node)
 
 
 def _named(exc):
@@ -871,6 +939,54 @@ def _named(exc):
         return "".join(traceback.format_exception_only(type(exc), exc)).strip()[-300:]
     except BaseException:  # noqa: BLE001 - an exception whose str() fails is still named
         return type(exc).__name__
+
+
+def _threaded_calls(tests_code):
+    """THREADED (see _ThreadedCalls): a function of the solution, read by the tests, becomes one that the
+    main thread runs in a fresh thread and waits for, with the caller's context variables (decimal's
+    context); its result or exception comes back as it is. Anything else (the tests' own functions,
+    classes, mocks) is returned untouched."""
+    main, tests_codes, todo = _thread.get_ident(), set(), [tests_code]
+    while todo:
+        code = todo.pop()
+        tests_codes.add(id(code))
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+
+    def threaded(func):
+        if type(func) is not types.FunctionType or id(func.__code__) in tests_codes:
+            return func
+
+        @functools.wraps(func)
+        def call(*args, **kwargs):
+            if _thread.get_ident() != main:
+                return func(*args, **kwargs)
+            return _in_a_thread(func, args, kwargs)
+
+        return call
+
+    return threaded
+
+
+def _in_a_thread(func, args, kwargs):
+    done, box, context = _thread.allocate_lock(), [], contextvars.copy_context()
+    done.acquire()
+
+    def run():
+        try:
+            box.append((True, context.run(func, *args, **kwargs)))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread, whatever it is
+            box.append((False, exc))
+        finally:
+            done.release()
+
+    sys.audit("optimas.call")  # the hook takes any signal handler set past signal.signal behind its dispatcher
+    _thread.start_new_thread(run, ())
+    done.acquire()
+    (returned, value), = box
+    box.clear()
+    if returned:
+        return value
+    raise value
 
 
 def _run(plan, run_case, loaded):
@@ -885,6 +1001,7 @@ def _run(plan, run_case, loaded):
     try:
         exec(solution_code, module.__dict__)
         sys.audit("optimas.solution", module.__dict__)
+        module.__dict__[THREADED] = _threaded_calls(tests_code)
         exec(tests_code, module.__dict__)
     except MemoryError:
         sys.audit("optimas.loaded", ("memory", "MemoryError while loading the code"), None)
@@ -979,6 +1096,8 @@ def _prepare(plan, wake, answer):
         return None
     solution, tests = _load_sources()
     loaded = _compile(solution, tests)
+    if "sqlite3" in solution or "sqlite3" in tests:
+        _sqlite_across_threads()
     if "mock" in tests:
         importlib.import_module("unittest.mock")  # loaded now, so that _seal guards it as unittest
     run_case = unittest.TestCase.run  # unittest's own, taken before the solution can touch the class
@@ -990,6 +1109,17 @@ def _prepare(plan, wake, answer):
     # write it or trace it.
     _undumpable()
     return run_case, loaded
+
+
+def _sqlite_across_threads():
+    """A sqlite3 connection the tests make and the solution uses (or the other way round) now crosses
+    threads (THREADED), which sqlite3's same-thread check refuses: that check guards against use at
+    the same time, and the two threads never run at once, so connections are made without it."""
+    import sqlite3
+    import sqlite3.dbapi2
+
+    for module in (sqlite3, sqlite3.dbapi2):
+        module.connect = functools.partial(module.connect, check_same_thread=False)
 
 
 def _undumpable():
