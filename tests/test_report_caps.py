@@ -32,3 +32,16 @@ def test_table2_marks_the_cells_a_cap_ended(tmp_path):
     free = traced_run(tmp_path / "o", "optimas", [1.0, 1.0])
     cells = table2([sysdpo, free], "src").rows[0]
     assert sum("‡" in c for c in cells) == 1 and "‡" in next(c for c in cells if c.startswith("0.5000"))
+
+
+def test_table2_marks_the_cells_whose_router_selects_among_outputs_at_test(tmp_path):
+    """A {"route": "lrf"} router runs every value at test and keeps the output r_k scores best: a selection its
+    test score includes (on the synthetic routers' sampled drafts, a best-of-n), so the cell says so; a router that
+    runs one value ({"route": "lrf_pre"}) or a fixed value does not select."""
+    routed = traced_run(tmp_path / "o", "optimas", [1.0, 1.0], best_config={"a": "x", "r": {"route": "lrf"}})
+    pre = traced_run(tmp_path / "n", "optimas_no_adapt", [1.0, 0.0], best_config={"a": "x", "r": {"route": "lrf_pre"}})
+    plain = traced_run(tmp_path / "t", "tpe", [0.0, 0.0], best_config={"a": "x", "r": "m"})
+    table = table2([routed, pre, plain], "src")
+    marked = [c for c in table.rows[0] if "§" in c]
+    assert len(marked) == 1 and marked[0].startswith("1.0000")
+    assert '§: a run of the cell routes by r_k after running every value' in table.footnote

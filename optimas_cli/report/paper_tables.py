@@ -12,6 +12,7 @@ from optimas_cli.report.formatting import Summary, Table, compact, number, perce
 from optimas_cli.report.proposers import proposer_label
 from optimas_cli.report.runs import Run
 from optimas_cli.report.variants import natural_key
+from optimas_cli.system import route_of
 from optimas_cli.system.budget import optimization_runs
 
 METHOD_ORDER = ["unoptimized", "single_llm", "llmselector", "dspy", "textgrad", "gepa", "hbc", "reinforce", "sysdpo",
@@ -70,6 +71,11 @@ def test_summary(members: list[Run]) -> Summary:
     return Summary.of(means, float(members[0].results["test"]["std"]))
 
 
+def selects_outputs_at_test(run: Run) -> bool:
+    """The run's final configuration has a router that runs every value and keeps the output r_k scores best."""
+    return any(route_of(value) == "lrf" for value in (run.results.get("best_config") or {}).values())
+
+
 def table2(runs: list[Run], sources: str) -> Table:
     scored = [r for r in runs if r.kind == "run"]
     cells = _group(scored, lambda r: (r.pipeline, r.method, r.variant))
@@ -93,9 +99,10 @@ def table2(runs: list[Run], sources: str) -> Table:
         for c in columns:
             s = summaries.get(c)
             capped = s is not None and any(ended_by_cap(r) for r in cells[(pipeline, *c)])
+            selects = s is not None and any(selects_outputs_at_test(r) for r in cells[(pipeline, *c)])
             row.append("—" if s is None else with_count(cell_text(s, evidence[c], cells[(pipeline, *c)])
-                                                        + ("▽" if checks[c].blocks else "") + ("‡" if capped else ""),
-                                                        s.count))
+                                                        + ("▽" if checks[c].blocks else "") + ("‡" if capped else "")
+                                                        + ("§" if selects else ""), s.count))
         gain, best_base, best_optimas = _improvement(summaries)
         row.append("—" if gain is None else f"{gain:+.1f}% vs {method_label(*best_base)}"
                    + (f" ({method_label(*best_optimas)})" if sum(m == "optimas" for m, _ in summaries) > 1 else ""))
@@ -120,7 +127,10 @@ def table2(runs: list[Run], sources: str) -> Table:
         "difference with Unoptimized on the same examples has a 95% CI that excludes 0 (see the paired table); ▽: "
         "not above the pipeline's best floor (Best floor: chance, training majority or a no-LM rule on the same "
         "test examples; table2_floors has them all); ‡: a budget cap ended a run of the cell (stopped it, or it spent "
-        "all of its cap: the caps table says how much it spent of it). "
+        "all of its cap: the caps table says how much it spent of it); §: a run of the cell routes by r_k after running "
+        "every value ({\"route\": \"lrf\"}): at test each routed input ran through every value and kept the output "
+        "r_k scored best, a selection among outputs that is part of its score (where outputs are sampled, as the "
+        "synthetic routers' drafts, a best-of-n that the synthetic benchmark's exact regret does not credit). "
         "Runs without per-example traces show mean ± std over their test repeats (or over the runs' means) "
         "instead, and identical repeats (greedy decoding) are said to be identical. Bold: best in the row. "
         "Optimas Δ: the default Optimas run (every method setting at conf/method/optimas.yaml's value; blank when "
