@@ -134,8 +134,8 @@ def table2(runs: list[Run], sources: str) -> Table:
         "Runs without per-example traces show mean ± std over their test repeats (or over the runs' means) "
         "instead, and identical repeats (greedy decoding) are said to be identical. Bold: best in the row. "
         "Optimas Δ: the default Optimas run (every method setting at conf/method/optimas.yaml's value; blank when "
-        "the row has no single such run) relative to the best baseline of the row (Unoptimized, Single LLM, LLMSelector, "
-        f"DSPy, TextGrad, HBC). {sources}"
+        "the row has no single such run) relative to the best baseline of the row "
+        f"({', '.join(METHOD_LABELS[m] for m in METHOD_ORDER if m in BASELINES)}). {sources}"
     )
     return table
 

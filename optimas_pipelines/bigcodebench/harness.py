@@ -75,7 +75,7 @@ FUTURE_FLAGS = functools.reduce(lambda a, b: a | b, (getattr(__future__, n).comp
 def _codes_of(namespaces, frame):
     """Ids of every code object (nested ones too) of these namespaces' functions and methods, and of
     the frames on the stack now (the prelude, this file's top level): no solution code has run yet."""
-    ids, todo = set(), []
+    todo = []
     while frame is not None:
         todo.append(frame.f_code)
         frame = frame.f_back
@@ -89,12 +89,19 @@ def _codes_of(namespaces, frame):
                 while isinstance(func, types.FunctionType):  # a decorated one too (contextmanager)
                     todo.append(func.__code__)
                     func = getattr(func, "__wrapped__", None)
+    return set(_nested_codes(todo))
+
+
+def _nested_codes(roots):
+    """Every code object of `roots` and nested in their constants (function and class bodies), by id; the
+    dict holds them, so no id is reused while it lives."""
+    found, todo = {}, list(roots)
     while todo:
         code = todo.pop()
-        if id(code) not in ids:
-            ids.add(id(code))
+        if id(code) not in found:
+            found[id(code)] = code
             todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-    return ids
+    return found
 
 
 def _classes_of(module_names):
@@ -310,11 +317,7 @@ def _originals(tests_code, plan, harness_modules):
     identity later: the interpreter's trace and profile functions, `builtins`, the harness modules
     (their entries in sys.modules and their namespaces) and, for each planned test, the code objects
     compiled from the tests' source that may define it."""
-    tests_codes, todo, by_name = {}, [tests_code] if tests_code is not None else [], {}
-    while todo:
-        code = todo.pop()
-        tests_codes[id(code)] = code  # holding them keeps their ids unique
-        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    tests_codes, by_name = _nested_codes([tests_code] if tests_code is not None else []), {}
     test_classes = {cls for cls, _ in plan["tests"]}
     for code in tests_codes.values():
         if code.co_name in test_classes:  # a class body: its test methods' code
@@ -946,11 +949,7 @@ def _threaded_calls(tests_code):
     main thread runs in a fresh thread and waits for, with the caller's context variables (decimal's
     context); its result or exception comes back as it is. Anything else (the tests' own functions,
     classes, mocks) is returned untouched."""
-    main, tests_codes, todo = _thread.get_ident(), set(), [tests_code]
-    while todo:
-        code = todo.pop()
-        tests_codes.add(id(code))
-        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    main, tests_codes = _thread.get_ident(), _nested_codes([tests_code])
 
     def threaded(func):
         if type(func) is not types.FunctionType or id(func.__code__) in tests_codes:
