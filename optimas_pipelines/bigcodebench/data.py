@@ -9,6 +9,7 @@ model's failure.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import os
 import random
@@ -113,33 +114,41 @@ def missing_libs(libs: list[str]) -> list[str]:
     return missing
 
 
-def test_imports(test_source: str) -> list[str]:
+@functools.lru_cache(maxsize=None)  # every build of the pipeline reads all 1,140 tests (a plan, a sweep's jobs)
+def test_imports(test_source: str) -> tuple[str, ...]:
     """Top-level modules the unit tests import (some import libraries the task's `libs` omit: pytz)."""
     try:
         tree = ast.parse(test_source)
     except (SyntaxError, ValueError):
-        return []  # the run reports the syntax error
+        return ()  # the run reports the syntax error
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
-    return sorted(names)
+    return tuple(sorted(names))
+
+
+def task_libs(task: dict) -> list[str]:
+    """What a task needs importable: its `libs` and its tests' imports."""
+    return sorted(set(task["libs"]) | set(test_imports(task.get("test", ""))))
 
 
 def task_missing_libs(task: dict) -> list[str]:
-    """What a task needs that is not importable here: its `libs` and its tests' imports."""
-    return missing_libs(sorted(set(task["libs"]) | set(test_imports(task.get("test", "")))))
+    """What a task needs that is not importable here."""
+    return missing_libs(task_libs(task))
 
 
 def runnable_splits(splits: Splits) -> tuple[Splits, dict]:
     """Drop the tasks whose libraries are missing; return the kept splits and the skip counts."""
     kept, counts, libs = {}, {}, Counter()
+    every = [task for name in ("train", "val", "test") for task in getattr(splits, name)]
+    absent_here = set(missing_libs(sorted({lib for task in every for lib in task_libs(task)})))  # each looked up once
     for name in ("train", "val", "test"):
         kept[name], counts[name] = [], 0
         for task in getattr(splits, name):
-            absent = task_missing_libs(task)
+            absent = [lib for lib in task_libs(task) if lib in absent_here]
             if absent:
                 counts[name] += 1
                 libs.update(absent)
