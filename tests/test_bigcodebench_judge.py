@@ -405,6 +405,20 @@ def test_the_tests_call_the_solution_in_a_thread_of_its_own_and_nothing_else_cha
     assert outcome.passed and outcome.tests_run == 4, outcome
 
 
+@linux
+def test_a_failure_trace_goes_from_the_test_to_the_solution_without_the_judges_frames():
+    """The trace is what the code's author reads (the generator's feedback): the judge's own frames between
+    the test and the solution (the thread a call runs in, the call across processes) are left out."""
+    code = "def helper(a):\n    raise ValueError('no strings')\ndef task_func(a, b):\n    return helper(a)\n"
+    suite = ("import unittest\nclass TestCases(unittest.TestCase):\n"
+             "    def test_one(self):\n        self.assertEqual(task_func(1, 2), 3)\n")
+    for judge in JUDGES:
+        (outcome,) = run_suites([(code, suite)], LIMITS, workers=1, judges=[judge])
+        trace = outcome.failures[0]["trace"]
+        assert 'in test_one' in trace and 'in task_func' in trace and 'in helper' in trace, (judge, trace)
+        assert 'File "main.py"' not in trace, (judge, trace)
+
+
 FIDELITY_CODE = (
     "import os, random, warnings\nimport numpy as np\nLIMIT = 3\n"
     "def task_func(kind, arg=None):\n"

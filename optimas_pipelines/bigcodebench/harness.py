@@ -49,6 +49,7 @@ import hashlib
 import importlib
 import linecache
 import os
+import re
 import select
 import signal
 import struct
@@ -199,6 +200,15 @@ def _strict_equality():
             setattr(unittest.TestCase, name, _strict(vars(unittest.TestCase)[name]))
 
 
+OWN_FRAME = re.compile(r'^  File "main\.py", line \d+, in .*\n(?:    .*\n)*', re.M)
+
+
+def _without_own_frames(trace):
+    """A failure trace without this file's frames (the calls between a test and the solution): unittest
+    leaves out only the ones before the test's, and the trace is what the code's author reads."""
+    return OWN_FRAME.sub("", trace)
+
+
 class Result(unittest.TestResult):
     """Passes each outcome to the hook the moment unittest reports it."""
 
@@ -228,7 +238,7 @@ class Result(unittest.TestResult):
 
     def _text(self, err, test):
         try:
-            return self._exc_info_to_string(err, test)[-700:]
+            return _without_own_frames(self._exc_info_to_string(err, test))[-700:]
         except Exception:  # noqa: BLE001 - an exception whose repr fails still fails its test
             return err[0].__name__
 

@@ -29,6 +29,7 @@ import json
 import linecache
 import os
 import random
+import re
 import struct
 import sys
 import traceback
@@ -325,6 +326,15 @@ def _bind(namespace, names, channel):
             namespace[name] = Remote(channel, name, rest[1] or None)
 
 
+OWN_FRAME = re.compile(r'^  File "main\.py", line \d+, in .*\n(?:    .*\n)*', re.M)
+
+
+def _without_own_frames(trace):
+    """A failure trace without this file's frames (the calls between a test and the solution): unittest
+    leaves out only the ones before the test's, and the trace is what the code's author reads."""
+    return OWN_FRAME.sub("", trace)
+
+
 class Result(unittest.TestResult):
     def __init__(self):
         super().__init__()
@@ -357,7 +367,7 @@ class Result(unittest.TestResult):
 
     def _text(self, err, test):
         try:
-            return self._exc_info_to_string(err, test)[-700:]
+            return _without_own_frames(self._exc_info_to_string(err, test))[-700:]
         except Exception:  # noqa: BLE001 - an exception whose repr fails still fails its test
             return err[0].__name__
 
