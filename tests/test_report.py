@@ -230,6 +230,12 @@ def test_variant_labels_ignore_seeds_and_name_swapped_groups():
     assert labels([_run(base), _run(ablation)]) == ["budget.fresh_size=6", "budget.fresh_size=10"]
     other_lrf = {**base, "lrf": {"name": "llama3_8b_lora", "lr": 2}}
     assert labels([_run(base), _run(other_lrf)]) == ["lrf=minilm", "lrf=llama3_8b_lora"]
+    # the synthetic simulator's instance is the seed's draw: seeds 0-2 of a cell are its repeats, one column
+    cell = {"seed": 0, "pipeline": {"name": "synthetic", "instance": 0, "options": 4}}
+    draws = [{**cell, "seed": s, "pipeline": {**cell["pipeline"], "instance": s}} for s in (1, 2)]
+    assert labels([_run(cell), *map(_run, draws)]) == ["", "", ""]
+    wider = {**cell, "pipeline": {**cell["pipeline"], "options": 32}}
+    assert labels([_run(cell), _run(wider)]) == ["pipeline.options=4", "pipeline.options=32"]
 
 
 def test_validation_plot_points_come_from_the_history(tmp_path):

@@ -1,6 +1,7 @@
 """What sets runs of the same pipeline x method apart (an ablation value, another budget): a short label.
 
-Runs that differ only in their seed are repeats and share a label, so they are averaged together;
+Runs that differ only in their seed (or the simulator instance the seed draws) are repeats and share a label,
+so they are averaged together;
 runs that differ in anything else (budget.fresh_size=10 vs 20) get their own column or row.
 """
 from __future__ import annotations
@@ -11,9 +12,10 @@ from collections.abc import Callable, Iterable
 
 from optimas_cli.report.runs import Run
 
-# Keys that never make two runs different experiments: where the data or cache lives, the seed.
+# Keys that never make two runs different experiments: where the data or cache lives, the seed, and the
+# synthetic pipeline's instance (conf/pipeline/synthetic.yaml: the run seed by default, a draw like it).
 IGNORED_TOP = {"task", "data_dir", "resume", "config_file", "lrf_dir"}
-IGNORED_LEAF = {"seed", "cache_dir"}
+IGNORED_LEAF = {"seed", "cache_dir", "instance"}
 # Copies of other groups interpolated into the method (${lrf}; ${budget} in runs made before the typed
 # Budget): shown once, under their own name.
 DUPLICATED = ("method.lrf", "method.budget")
